@@ -1,0 +1,136 @@
+"""The answer: a diagnosis plus the cards behind it, in the JSON contract of design.md (pure).
+
+{"diagnosis": {"root_causes": [{"category", "card", "confidence", "evidence": [...]}],
+               "suspects": [{"rank", "host", "reason"}], "verdict", ...},
+ "remediation": {"en": [...], "zh": [...]},
+ "citations": [{"card", "title", "sources"}], ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bot.diagnosis.engine import Diagnosis
+from bot.knowledge.cards import Card
+from bot.knowledge.taxonomy import category
+from bot.logs.crossrank import describe
+from bot.logs.model import LogReport
+
+LANGS = ("en", "zh")
+
+NEXT_STEPS = {
+    "en": [
+        "Attach the log of every rank (or at least of the rank that failed first), not only rank 0.",
+        "Re-run with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) so NCCL's transport choices and "
+        "errors are in the log.",
+        "Set TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 to get a Flight Recorder "
+        "dump of the last collectives of each rank on a timeout.",
+        "Run `ncclbot node env` and `ncclbot node topo` on the suspect node and attach the output.",
+    ],
+    "zh": [
+        "请附上所有 rank 的日志（至少包括最先出错的那个 rank），不要只给 rank 0 的。",
+        "设置 NCCL_DEBUG=INFO（以及 NCCL_DEBUG_SUBSYS=INIT,NET）后重跑，让日志里包含 NCCL 的传输选择和报错。",
+        "设置 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 和 TORCH_NCCL_DUMP_ON_TIMEOUT=1，超时时会导出每个 rank "
+        "最近集合通信的 Flight Recorder 记录。",
+        "在可疑节点上运行 `ncclbot node env` 和 `ncclbot node topo`，并附上输出。",
+    ],
+}
+
+
+def _langs(lang: str) -> tuple[str, ...]:
+    return LANGS if lang == "both" else (lang,)
+
+
+def card_brief(card: Card, lang: str = "both") -> dict[str, Any]:
+    return {
+        "card": card.id,
+        "title": {lg: getattr(card.title, lg) for lg in _langs(lang)},
+        "sources": card.source_urls,
+    }
+
+
+def build_answer(
+    diagnosis: Diagnosis,
+    cards: Sequence[Card],
+    report: LogReport | None = None,
+    lang: str = "both",
+) -> dict[str, Any]:
+    by_id = {c.id: c for c in cards}
+    langs = _langs(lang)
+    root_causes = []
+    for rc in diagnosis.root_causes:
+        card = by_id.get(rc.card or "")
+        cat = category(rc.category)
+        entry: dict[str, Any] = {
+            "category": rc.category,
+            "card": rc.card,
+            "confidence": rc.confidence,
+            "evidence": [e.to_dict() for e in rc.evidence],
+            "category_name": {lg: getattr(cat, lg) for lg in langs},
+            "why": rc.why,
+        }
+        if card is not None:
+            entry["title"] = {lg: getattr(card.title, lg) for lg in langs}
+            entry["remediation"] = {lg: list(getattr(card.remediation, lg)) for lg in langs}
+        root_causes.append(entry)
+
+    top = by_id.get(diagnosis.root_causes[0].card or "") if diagnosis.root_causes else None
+    confident = diagnosis.verdict == "diagnosed" and top is not None
+    remediation = {
+        lg: list(getattr(top.remediation, lg)) if confident and top else [] for lg in langs
+    }
+    verify = {lg: list(getattr(top.verify, lg)) if confident and top else [] for lg in langs}
+    cited: list[dict[str, Any]] = []
+    for rc in diagnosis.root_causes:
+        card = by_id.get(rc.card or "")
+        if card is not None and all(c["card"] != card.id for c in cited):
+            cited.append(card_brief(card, lang))
+    probes = sorted(
+        {
+            p
+            for rc in diagnosis.root_causes[:2]
+            for p in (by_id[rc.card].probes if rc.card in by_id else [])
+        }
+    )
+    answer: dict[str, Any] = {
+        "verdict": diagnosis.verdict,
+        "summary": summary_line(diagnosis, by_id),
+        "diagnosis": {
+            "verdict": diagnosis.verdict,
+            "root_causes": root_causes,
+            "suspects": [s.to_dict() for s in diagnosis.suspects],
+            "ranks": describe(diagnosis.crossrank, report.world_size if report else None),
+        },
+        "remediation": remediation,
+        "verify": verify,
+        "citations": cited,
+        "probes": probes,
+    }
+    if diagnosis.verdict != "diagnosed":
+        answer["next_steps"] = {lg: NEXT_STEPS[lg] for lg in langs}
+    if report is not None:
+        answer["input"] = report.summary()
+    return answer
+
+
+def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card]) -> str:
+    if diagnosis.verdict == "no_evidence":
+        return "No failure evidence found in the log."
+    if not diagnosis.root_causes:
+        return "Unknown: the evidence fits no known root cause."
+    rc = diagnosis.root_causes[0]
+    card = by_id.get(rc.card or "")
+    what = card.title.en if card else category(rc.category).en
+    prefix = "Most likely" if diagnosis.verdict == "diagnosed" else "Unclear; weak candidate"
+    who = ""
+    if diagnosis.suspects:
+        s = diagnosis.suspects[0]
+        who = (
+            " Suspect: "
+            + ", ".join(
+                x for x in (f"rank {s.rank}" if s.rank is not None else "", s.host or "") if x
+            )
+            + "."
+        )
+    return f"{prefix}: {rc.category} ({rc.confidence:.0%}) - {what}.{who}"

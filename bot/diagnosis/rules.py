@@ -1,0 +1,512 @@
+"""From structured evidence to root-cause categories (pure).
+
+Card signatures recognise specific incidents; these rules read the structure
+of a failure: who crashed first, what NCCL's error trace says about the
+subsystem that failed, whether the group ever formed. Each rule emits
+`Signal`s: a category, a strength in (0, 1], the reason and the lines behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bot.logs.crossrank import CrossRank
+from bot.logs.model import Evidence, Fact, LogReport
+
+
+@dataclass
+class Signal:
+    category: str
+    strength: float
+    reason: str
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+Rule = Callable[[LogReport, CrossRank], list[Signal]]
+TIMEOUT_CATEGORIES = ("straggler_or_imbalance", "timeout_too_short", "collective_mismatch")
+
+#: NCCL source files in an error trace (`NCCL INFO misc/socket.cc:567 -> 2`) and the
+#: subsystem, hence the category, they point to.
+NCCL_SOURCE_CATEGORY: tuple[tuple[str, str, float], ...] = (
+    ("bootstrap", "network_interface", 0.5),
+    ("socket", "network_interface", 0.45),
+    ("net_socket", "network_interface", 0.45),
+    ("net_ib", "infiniband_roce", 0.5),
+    ("ibvwrap", "infiniband_roce", 0.45),
+    ("ibvcore", "infiniband_roce", 0.4),
+    ("gdr", "gpudirect_rdma", 0.45),
+    ("shm", "shm_ipc_container", 0.5),
+    ("p2p", "p2p_pcie_topology", 0.4),
+    ("nvls", "nvswitch_fabric", 0.5),
+    ("alloc", "gpu_memory_pressure", 0.4),
+    ("cudawrap", "version_incompatibility", 0.25),
+)
+
+#: Xid codes: hardware faults vs errors an application usually causes.
+HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 123, 140, 154})
+APP_XIDS = frozenset({13, 31, 43, 45, 68})
+
+
+def _ev(facts: list[Fact] | None, n: int = 2) -> list[Evidence]:
+    return [f.ev for f in (facts or [])[:n]]
+
+
+def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """A rank that died (OOM, exception, signal) before the others timed out."""
+    out: list[Signal] = []
+    timeouts = bool(report.timeouts) or report.has("heartbeat") or report.has("some_failed")
+    boost = 0.15 if timeouts else 0.0
+    if report.has("oom"):
+        facts = report.facts["oom"]
+        nccl_alloc = all("calloc" in str(f.fields.get("message", "")) for f in facts)
+        if not nccl_alloc:
+            out.append(
+                Signal("rank_crashed", 0.75 + boost, "CUDA out of memory on a rank", _ev(facts))
+            )
+    sig = report.facts.get("signal", [])
+    kill = [
+        f
+        for f in sig
+        if f.fields.get("signal") in ("SIGKILL", "Killed process", "Out of memory: Killed")
+        or f.fields.get("signo") == 9
+    ]
+    # SIGABRT after a timeout is PyTorch tearing the process down, not the cause.
+    fatal = ("SIGSEGV", "Segmentation fault", "SIGILL", "SIGFPE") + (
+        () if timeouts else ("SIGABRT",)
+    )
+    segv = [
+        f
+        for f in sig
+        if f.fields.get("signal") in fatal
+        or f.fields.get("signo") in ((11,) if timeouts else (11, 6))
+    ]
+    codes = report.facts.get("exit_code", [])
+    killed_codes = [f for f in codes if f.fields.get("code") in (-9, 137)]
+    if kill or killed_codes:
+        out.append(
+            Signal(
+                "rank_crashed",
+                0.6 + boost,
+                "a rank was killed (SIGKILL / exit -9 or 137: often the host OOM killer)",
+                _ev(kill or killed_codes),
+            )
+        )
+    if segv:
+        out.append(
+            Signal(
+                "rank_crashed",
+                0.5 + boost,
+                "a rank crashed with a signal (SIGSEGV and the like)",
+                _ev(segv),
+            )
+        )
+    first = cr.first_failure
+    first_fact = report.ranks[first.rank].first_error if first and first.rank is not None else None
+    if first is not None and first_fact is not None and first_fact.kind == "exception":
+        out.append(
+            Signal(
+                "rank_crashed",
+                0.45 + 2 * boost,
+                f"rank {first.rank} {first.reason}",
+                first.evidence,
+            )
+        )
+    app_exc = [e for e in report.exceptions if not _comm_exc(e.type, e.message)]
+    if app_exc and timeouts and not cr.first_failure:
+        out.append(
+            Signal(
+                "rank_crashed",
+                0.5,
+                f"{app_exc[0].type} raised while other ranks timed out",
+                [app_exc[0].ev],
+            )
+        )
+    roots = [r for r in report.failures if r.root and r.exitcode not in (None, 0)]
+    if roots and not out:
+        rec = roots[0]
+        out.append(
+            Signal(
+                "rank_crashed",
+                0.3,
+                f"torchrun recorded rank {rec.rank} on {rec.host} as the "
+                f"first failure (exitcode {rec.exitcode})",
+                [rec.ev],
+            )
+        )
+    return out
+
+
+def _comm_exc(etype: str, message: str) -> bool:
+    from bot.logs.analyze import _is_comm_exception
+
+    return _is_comm_exception(etype, message)
+
+
+def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """Watchdog timeouts: read the collectives across ranks."""
+    if not (report.timeouts or report.has("heartbeat") or report.has("some_failed")):
+        return []
+    ev = [t.ev for t in report.timeouts[:2]] or _ev(report.facts.get("heartbeat"))
+    out = []
+    if cr.mismatches:
+        mm = cr.mismatches[0]
+        out.append(
+            Signal(
+                "collective_mismatch",
+                0.85,
+                f"ranks ran different collectives at SeqNum={mm.seq}",
+                mm.evidence,
+            )
+        )
+    if report.has("mismatch"):
+        out.append(
+            Signal(
+                "collective_mismatch",
+                0.8,
+                "PyTorch detected mismatched collectives across ranks",
+                _ev(report.facts["mismatch"]),
+            )
+        )
+    if cr.lagging or cr.silent_ranks:
+        who = cr.lagging or cr.silent_ranks
+        out.append(
+            Signal("straggler_or_imbalance", 0.45, f"rank(s) {who[:8]} lag behind the others", ev)
+        )
+        out.append(
+            Signal(
+                "collective_mismatch", 0.35, "a lagging rank may be in a different code path", ev
+            )
+        )
+    out.append(
+        Signal("straggler_or_imbalance", 0.3, "collective timed out waiting for other ranks", ev)
+    )
+    out.append(
+        Signal("timeout_too_short", 0.25, "a long step on some ranks may exceed the timeout", ev)
+    )
+    out.append(
+        Signal("collective_mismatch", 0.25, "ranks may have issued different collectives", ev)
+    )
+    short = [t for t in report.timeouts if t.timeout_ms and t.timeout_ms < 300_000]
+    if short:
+        out.append(
+            Signal(
+                "timeout_too_short",
+                0.4,
+                f"the process-group timeout is only {short[0].timeout_ms // 1000} s",
+                [short[0].ev],
+            )
+        )
+    small = [t for t in report.timeouts if t.numel_in == 1 and t.op in ("ALLREDUCE", "BARRIER")]
+    if small and len(report.timeouts) <= 2:
+        out.append(
+            Signal(
+                "collective_mismatch",
+                0.35,
+                "a one-element ALLREDUCE/BARRIER (a barrier or a "
+                "metric sync) timed out: often issued on some ranks only",
+                [small[0].ev],
+            )
+        )
+    return out
+
+
+def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """The group never formed: rendezvous, store, ports."""
+    out = []
+    if report.has("clients_joined"):
+        f = report.first("clients_joined")
+        assert f is not None
+        out.append(
+            Signal(
+                "rendezvous_failure",
+                0.8,
+                f"only {f.fields.get('joined')}/{f.fields.get('expected')} "
+                "processes joined the store",
+                _ev(report.facts["clients_joined"]),
+            )
+        )
+    if report.has("socket_timeout"):
+        f = report.first("socket_timeout")
+        assert f is not None
+        out.append(
+            Signal(
+                "rendezvous_failure",
+                0.7,
+                f"could not connect to the store at {f.fields.get('addr')}:{f.fields.get('port')}",
+                _ev(report.facts["socket_timeout"]),
+            )
+        )
+    if report.has("addr_in_use"):
+        out.append(
+            Signal(
+                "rendezvous_failure",
+                0.75,
+                "the rendezvous port is already in use",
+                _ev(report.facts["addr_in_use"]),
+            )
+        )
+    if report.has("rendezvous"):
+        out.append(
+            Signal(
+                "rendezvous_failure",
+                0.6,
+                "torch.distributed rendezvous error",
+                _ev(report.facts["rendezvous"]),
+            )
+        )
+    if report.has("conn_error"):
+        facts = report.facts["conn_error"]
+        refused = [
+            f
+            for f in facts
+            if "refused" in str(f.fields.get("message", ""))
+            or "resolution" in str(f.fields.get("message", ""))
+            or "not known" in str(f.fields.get("message", ""))
+        ]
+        if refused:
+            out.append(
+                Signal(
+                    "rendezvous_failure",
+                    0.45,
+                    "connection refused / name not resolved",
+                    _ev(refused),
+                )
+            )
+        reset = [f for f in facts if f not in refused]
+        if reset:
+            out.append(
+                Signal(
+                    "rank_crashed",
+                    0.25,
+                    "a peer closed its connection (it may have died)",
+                    _ev(reset),
+                )
+            )
+            out.append(
+                Signal("network_interface", 0.2, "connection errors between peers", _ev(reset))
+            )
+    return out
+
+
+def nccl_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """NCCL's own error codes and its error trace."""
+    out = []
+    for f in report.facts.get("nccl_trace", []):
+        src = str(f.fields.get("src", "")).rsplit("/", 1)[-1].lower()
+        for key, category, strength in NCCL_SOURCE_CATEGORY:
+            if src.startswith(key):
+                out.append(
+                    Signal(
+                        category,
+                        strength,
+                        f"NCCL's error trace starts in {f.fields['src']}",
+                        [f.ev],
+                    )
+                )
+                break
+    codes = {str(f.fields.get("code")) for f in report.facts.get("nccl_code", [])}
+    ev_codes = _ev(report.facts.get("nccl_code"))
+    if "ncclRemoteError" in codes:
+        out.append(
+            Signal("rank_crashed", 0.3, "ncclRemoteError: a remote peer failed or exited", ev_codes)
+        )
+        out.append(
+            Signal("infiniband_roce", 0.25, "ncclRemoteError can be a network fault", ev_codes)
+        )
+    if "ncclSystemError" in codes:
+        out.append(
+            Signal(
+                "network_interface",
+                0.2,
+                "ncclSystemError: a system call (socket, shm) failed",
+                ev_codes,
+            )
+        )
+        out.append(
+            Signal(
+                "shm_ipc_container",
+                0.2,
+                "ncclSystemError: a system call (socket, shm) failed",
+                ev_codes,
+            )
+        )
+    if "ncclUnhandledCudaError" in codes:
+        out.append(
+            Signal(
+                "version_incompatibility",
+                0.25,
+                "ncclUnhandledCudaError: a CUDA call failed",
+                ev_codes,
+            )
+        )
+        out.append(
+            Signal(
+                "gpu_hardware_fault", 0.15, "ncclUnhandledCudaError: a CUDA call failed", ev_codes
+            )
+        )
+    if "ncclInvalidUsage" in codes:
+        out.append(
+            Signal(
+                "device_assignment",
+                0.3,
+                "ncclInvalidUsage: the communicator was set up wrongly",
+                ev_codes,
+            )
+        )
+    if "ncclInternalError" in codes:
+        out.append(Signal("network_interface", 0.2, "ncclInternalError", ev_codes))
+    if report.has("ib_completion"):
+        out.append(
+            Signal(
+                "infiniband_roce",
+                0.8,
+                "InfiniBand/RoCE completion error",
+                _ev(report.facts["ib_completion"]),
+            )
+        )
+    if report.has("duplicate_gpu"):
+        out.append(
+            Signal(
+                "device_assignment", 0.9, "two ranks on one GPU", _ev(report.facts["duplicate_gpu"])
+            )
+        )
+    if report.has("shm") and (codes or report.has("signal")):
+        out.append(
+            Signal("shm_ipc_container", 0.35, "shared-memory errors", _ev(report.facts["shm"]))
+        )
+    versions = report.version_values.get("nccl", set())
+    if len(versions) > 1:
+        out.append(
+            Signal(
+                "version_incompatibility",
+                0.6,
+                f"ranks report different NCCL versions: {sorted(versions)}",
+                _ev(report.facts.get("nccl_version")),
+            )
+        )
+    return out
+
+
+def hardware_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    out = []
+    for f in report.facts.get("xid", []):
+        code = f.fields.get("xid")
+        if code in HARDWARE_XIDS:
+            out.append(
+                Signal(
+                    "gpu_hardware_fault", 0.85, f"Xid {code}: a GPU/NVLink hardware fault", [f.ev]
+                )
+            )
+        elif code in APP_XIDS:
+            out.append(
+                Signal("rank_crashed", 0.4, f"Xid {code}: usually an application fault", [f.ev])
+            )
+        else:
+            out.append(
+                Signal("gpu_hardware_fault", 0.5, f"Xid {code} reported by the driver", [f.ev])
+            )
+    stuck = [f for f in report.facts.get("heartbeat", []) if f.fields.get("stuck_s")]
+    if stuck:
+        out.append(
+            Signal(
+                "gpu_hardware_fault",
+                0.15,
+                "the NCCL watchdog itself got stuck (a CUDA call hung)",
+                _ev(stuck),
+            )
+        )
+    return out
+
+
+def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """NCCL started but the log shows no progress and no error: a hang in the transport."""
+    failure_kinds = (
+        "watchdog_timeout",
+        "nccl_error",
+        "nccl_code",
+        "oom",
+        "exception",
+        "signal",
+        "clients_joined",
+        "socket_timeout",
+        "xid",
+        "nccl_warn",
+        "ib_completion",
+        "nccl_trace",
+    )
+    started = (
+        report.has("nccl_version")
+        or report.has("comm_init")
+        or report.has("net_socket")
+        or report.has("net_ib")
+        or report.has("bootstrap_if")
+    )
+    if not started or any(report.has(k) for k in failure_kinds):
+        return []
+    last_nccl = max(
+        (
+            f.ev.line
+            for k in ("nccl_version", "comm_init", "net_socket", "net_ib", "bootstrap_if")
+            for f in report.facts.get(k, [])
+        ),
+        default=0,
+    )
+    total = max((s.lines for s in report.sources), default=0)
+    if total - last_nccl > 5:
+        return []  # the job went on printing after NCCL started: no sign of a hang
+    ev = _ev(report.facts.get("net_socket") or report.facts.get("nccl_version"))
+    if len(report.hosts) <= 1:
+        return [
+            Signal(
+                "p2p_pcie_topology",
+                0.35,
+                "NCCL initialised on one node and then made no progress "
+                "(intra-node P2P transport hang: ACS/IOMMU)",
+                ev,
+            )
+        ]
+    return [
+        Signal(
+            "network_interface", 0.3, "NCCL initialised across nodes and then made no progress", ev
+        ),
+        Signal(
+            "infiniband_roce", 0.2, "NCCL initialised across nodes and then made no progress", ev
+        ),
+    ]
+
+
+def warn_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """NCCL WARN lines name the failing subsystem even without a card for the exact text."""
+    out = []
+    for f in report.facts.get("nccl_warn", [])[:16]:
+        msg = str(f.fields.get("message", ""))
+        low = msg.lower()
+        if "net/ib" in low or "ibv_" in low:
+            out.append(Signal("infiniband_roce", 0.35, "NCCL WARN from the IB transport", [f.ev]))
+        elif "connect to" in low or "socket" in low or "bootstrap" in low:
+            out.append(
+                Signal("network_interface", 0.35, "NCCL WARN about sockets/bootstrap", [f.ev])
+            )
+        elif "shm" in low or "shared memory" in low:
+            out.append(Signal("shm_ipc_container", 0.4, "NCCL WARN about shared memory", [f.ev]))
+        elif "cuda failure" in low or "cuda error" in low:
+            out.append(
+                Signal("version_incompatibility", 0.15, "NCCL WARN: a CUDA call failed", [f.ev])
+            )
+    return out
+
+
+RULES: tuple[Rule, ...] = (
+    crash_rule,
+    timeout_rule,
+    launch_rule,
+    nccl_rule,
+    hardware_rule,
+    hang_rule,
+    warn_rule,
+)
+
+
+def signals(report: LogReport, cr: CrossRank) -> list[Signal]:
+    return [s for rule in RULES for s in rule(report, cr)]

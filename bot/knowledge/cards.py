@@ -1,0 +1,225 @@
+"""The incident card: a strict schema and the loader for `knowledge/cards/*.yaml`.
+
+A card is data, validated on load; unknown keys fail. See `knowledge/README.md`
+for the format written out for editors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{2,80}$")]
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+#: What a card may say it concerns. Extend here (and in knowledge/README.md).
+FRAMEWORKS: frozenset[str] = frozenset(
+    [
+        "pytorch",
+        "nccl",
+        "nccl-tests",
+        "torchrun",
+        "deepspeed",
+        "megatron",
+        "fsdp",
+        "lightning",
+        "accelerate",
+        "transformers",
+        "trl",
+        "verl",
+        "openrlhf",
+        "vllm",
+        "sglang",
+        "ray",
+        "slurm",
+        "kubernetes",
+        "docker",
+        "torchtitan",
+        "horovod",
+        "jax",
+        "colossalai",
+        "mpi",
+        "nemo",
+        "cuda",
+        "driver",
+        "infiniband",
+        "nvswitch",
+    ]
+)
+
+#: Node diagnostics a card may suggest (ids of `ncclbot node ...` commands).
+PROBES: frozenset[str] = frozenset({"topo", "env", "probe", "xid"})
+
+#: Signatures at or above this weight are decisive: they must not fire on
+#: unrelated fixtures. Lighter ones only support a diagnosis.
+DECISIVE_WEIGHT = 0.5
+
+
+def _check_categories(values: list[str]) -> list[str]:
+    from bot.knowledge.taxonomy import category_ids
+
+    unknown = [v for v in values if v not in category_ids()]
+    if unknown:
+        raise ValueError(f"unknown categories {unknown}; see knowledge/taxonomy.yaml")
+    return values
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Bilingual(Strict):
+    en: NonEmpty
+    zh: NonEmpty
+
+
+class BilingualList(Strict):
+    en: list[NonEmpty] = Field(min_length=1)
+    zh: list[NonEmpty] = Field(min_length=1)
+
+
+class Signature(Strict):
+    """A regular expression over one log line (Python `re` syntax)."""
+
+    name: Slug
+    pattern: NonEmpty
+    weight: float = Field(gt=0, le=1)
+    ignore_case: bool = False
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"pattern does not compile: {exc}") from exc
+        if re.search(r"\(\?<?[=!]|\\[1-9]", value):
+            raise ValueError("lookarounds and backreferences are not allowed")
+        return value
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
+
+    @property
+    def decisive(self) -> bool:
+        return self.weight >= DECISIVE_WEIGHT
+
+
+class Card(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(cached_property,))
+
+    id: Slug
+    title: Bilingual
+    category: str
+    also: list[str] = Field(default_factory=list)
+    frameworks: list[str] = Field(min_length=1)
+    versions: list[NonEmpty] = Field(default_factory=list)
+    symptoms: BilingualList
+    signatures: list[Signature] = Field(default_factory=list)
+    root_cause: Bilingual
+    remediation: BilingualList
+    verify: BilingualList
+    probes: list[str] = Field(default_factory=list)
+    examples: list[NonEmpty] = Field(default_factory=list)
+    sources: list[AnyHttpUrl] = Field(min_length=1)
+    reviewed: dt.date
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, value: str) -> str:
+        return _check_categories([value])[0]
+
+    @field_validator("also")
+    @classmethod
+    def _known_also(cls, value: list[str]) -> list[str]:
+        return _check_categories(value)
+
+    @field_validator("frameworks")
+    @classmethod
+    def _known_frameworks(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - FRAMEWORKS)
+        if unknown:
+            raise ValueError(f"unknown frameworks {unknown}; known: {sorted(FRAMEWORKS)}")
+        return value
+
+    @field_validator("probes")
+    @classmethod
+    def _known_probes(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - PROBES)
+        if unknown:
+            raise ValueError(f"unknown probes {unknown}; known: {sorted(PROBES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _signatures_have_examples(self) -> Card:
+        names = [s.name for s in self.signatures]
+        if len(names) != len(set(names)):
+            raise ValueError("signature names must be unique within a card")
+        for sig in self.signatures:
+            if not any(sig.regex.search(ex) for ex in self.examples):
+                raise ValueError(f"signature {sig.name!r} matches none of the card's examples")
+        return self
+
+    @property
+    def source_urls(self) -> list[str]:
+        return [str(u) for u in self.sources]
+
+    def text(self, lang: str = "both") -> str:
+        """All prose of the card in one string, for indexing and search."""
+        parts: list[str] = []
+        for lg in ("en", "zh") if lang == "both" else (lang,):
+            parts.append(getattr(self.title, lg))
+            parts.extend(getattr(self.symptoms, lg))
+            parts.append(getattr(self.root_cause, lg))
+            parts.extend(getattr(self.remediation, lg))
+        parts.extend(self.examples)
+        return "\n".join(parts)
+
+
+def cards_dir() -> Path:
+    """Where the bundled cards live (works from a wheel and from a checkout)."""
+    return Path(str(resources.files("knowledge"))) / "cards"
+
+
+def taxonomy_path() -> Path:
+    return Path(str(resources.files("knowledge"))) / "taxonomy.yaml"
+
+
+def card_files(directory: Path | None = None) -> list[Path]:
+    return sorted((directory or cards_dir()).glob("*.yaml"))
+
+
+def parse_card(text: str) -> Card:
+    """Parse one card's YAML text into a validated Card (raises on any defect)."""
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError("a card must be a YAML mapping")
+    return Card.model_validate(data)
+
+
+def load_cards(files: Iterable[Path] | None = None) -> list[Card]:
+    """Load and validate every card; the first defect raises with the file name."""
+    cards = []
+    for path in files if files is not None else card_files():
+        try:
+            cards.append(parse_card(path.read_text(encoding="utf-8")))
+        except Exception as exc:
+            raise ValueError(f"{path.name}: {exc}") from exc
+    return cards

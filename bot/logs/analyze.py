@@ -1,0 +1,387 @@
+"""Reading logs into a `LogReport`: scan, attribute, extract, stitch multi-line records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from bot.errors import InputError
+from bot.knowledge.cards import Card
+from bot.logs.extract import BY_KIND, EXTRACTORS
+from bot.logs.model import (
+    Evidence,
+    ExceptionRecord,
+    Fact,
+    FailureRecord,
+    LogReport,
+    SignatureHit,
+    TimeoutRecord,
+)
+from bot.logs.prefixes import LineInfo, clean, parse_line
+from bot.logs.scanner import MAX_TEXT, Hit, PatternSet, Trigger
+from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
+
+#: Exceptions that report a communication failure rather than cause one.
+COMM_EXCEPTIONS = frozenset(
+    {
+        "DistBackendError",
+        "DistNetworkError",
+        "DistStoreError",
+        "ChildFailedError",
+        "RendezvousTimeoutError",
+        "RendezvousClosedError",
+        "RendezvousConnectionError",
+        "NcclError",
+        "ProcessGroupNCCL",
+        "TimeoutError",
+        "SignalException",
+    }
+)
+CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
+
+
+@dataclass
+class _SourceState:
+    """Multi-line records in progress within one source."""
+
+    name: str
+    pending_timeout: dict[int | None, tuple[TimeoutRecord, int]] = field(default_factory=dict)
+    frames: dict[int | None, str] = field(default_factory=dict)
+    in_summary: bool = False
+    summary_root_seen: bool = False
+    current: FailureRecord | None = None
+    last_error_line: int = -10
+    last_nccl: Fact | None = None
+
+
+class Analyzer:
+    """Compiled once per set of cards; `analyze` is then pure over its inputs."""
+
+    def __init__(self, cards: Sequence[Card]) -> None:
+        self.cards = list(cards)
+        triggers: list[Trigger] = []
+        self._extractor_of: dict[int, str] = {}
+        self._signature_of: dict[int, tuple[Card, int]] = {}
+        for i, ex in enumerate(EXTRACTORS):
+            triggers.append(Trigger(i, ex.trigger or ex.pattern, ex.ignore_case, ex.after))
+            self._extractor_of[i] = ex.kind
+        next_id = len(EXTRACTORS)
+        for card in self.cards:
+            for j, sig in enumerate(card.signatures):
+                triggers.append(Trigger(next_id, sig.pattern, sig.ignore_case))
+                self._signature_of[next_id] = (card, j)
+                next_id += 1
+        self.patterns = PatternSet(triggers)
+
+    def analyze(self, sources: Iterable[LogSource], limits: Limits | None = None) -> LogReport:
+        report = LogReport(engine=self.patterns.engine)
+        for source in sources:
+            report.sources.append(source.stats)
+            state = _SourceState(source.name)
+            chunks = _counting(read_chunks(source, limits), source)
+            for hit in self.patterns.scan(chunks):
+                self._on_hit(report, state, source.name, hit)
+            _flush(report, state)
+        _finish(report)
+        if report.total_bytes == 0:
+            names = ", ".join(s.name for s in report.sources) or "no input"
+            raise InputError(
+                f"nothing to analyze: {names} is empty (0 bytes read)",
+                hint=ATTACH_HINT,
+            )
+        return report
+
+    def _on_hit(self, report: LogReport, st: _SourceState, name: str, hit: Hit) -> None:
+        raw = clean(hit.text)
+        info = parse_line(raw)
+        text = raw if len(raw) <= MAX_TEXT else raw[:MAX_TEXT] + " [...]"
+        ev = Evidence(name, hit.line, text, info.rank, info.host, info.ts)
+        if info.rank is not None:
+            rs = report.rank(info.rank)
+            rs.lines += 1
+            if info.host:
+                rs.host = rs.host or info.host
+            if info.ts is not None:
+                rs.last_ts = info.ts
+        if info.host:
+            report.hosts.add(info.host)
+        if hit.context:
+            if st.last_nccl is not None and hit.line - st.last_error_line == 1 and info.body:
+                st.last_nccl.fields.setdefault("reason", info.body)
+            return
+        kinds = []
+        for tid in hit.triggers:
+            kind = self._extractor_of.get(tid)
+            if kind is not None:
+                kinds.append(kind)
+            else:
+                self._on_signature(report, tid, ev, info)
+        for kind in sorted(kinds, key=_ORDER.get):
+            ex = BY_KIND[kind]
+            fields = ex.parse(info.body)
+            if fields is None:
+                fields = ex.parse(raw)
+            if fields is None:
+                continue
+            self._on_fact(report, st, Fact(kind, fields, ev), info)
+
+    def _on_signature(self, report: LogReport, tid: int, ev: Evidence, info: LineInfo) -> None:
+        card, j = self._signature_of[tid]
+        sig = card.signatures[j]
+        if not (sig.regex.search(info.body) or sig.regex.search(ev.text)):
+            return  # the fast engine and Python's re disagree: trust re
+        key = (card.id, sig.name)
+        hit = report.signatures.get(key)
+        if hit is None:
+            hit = report.signatures[key] = SignatureHit(card.id, sig.name, sig.weight)
+        hit.count += 1
+        if len(hit.evidence) < 8:
+            hit.evidence.append(ev)
+
+    def _on_fact(self, report: LogReport, st: _SourceState, fact: Fact, info: LineInfo) -> None:
+        kind, f, ev = fact.kind, fact.fields, fact.ev
+        rank = info.rank
+        handler = _HANDLERS.get(kind)
+        if handler is not None and handler(report, st, fact, rank) is False:
+            return
+        report.add_fact(fact)
+        if kind in CRASH_KINDS and rank is not None:
+            if kind == "exception" and _is_comm_exception(f.get("type", ""), f.get("message", "")):
+                return
+            rs = report.rank(rank)
+            if rs.first_error is None or _earlier(ev, rs.first_error.ev):
+                rs.first_error = fact
+
+
+def _is_comm_exception(etype: str, message: str) -> bool:
+    short = etype.rsplit(".", 1)[-1]
+    if short in COMM_EXCEPTIONS:
+        return True
+    lowered = message.lower()
+    return short == "RuntimeError" and (
+        "nccl" in lowered or "timed out" in lowered or "watchdog" in lowered or "gloo" in lowered
+    )
+
+
+def _earlier(a: Evidence, b: Evidence) -> bool:
+    if a.ts is not None and b.ts is not None:
+        return a.ts < b.ts
+    return a.file == b.file and a.line < b.line
+
+
+# --- per-kind handlers: return False to drop the fact --------------------------------------------
+
+
+def _h_watchdog(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    rec = TimeoutRecord(rank, fact.ev)
+    st.pending_timeout[rank] = (rec, fact.ev.line)
+    if len(report.timeouts) < 4096:
+        report.timeouts.append(rec)
+    if rank is not None:
+        report.rank(rank).timeout = rec
+
+
+def _pending(st: _SourceState, fact: Fact, rank: int | None) -> TimeoutRecord | None:
+    entry = st.pending_timeout.get(rank) or (
+        st.pending_timeout.get(None) if rank is not None else None
+    )
+    if entry is None and rank is None and len(st.pending_timeout) == 1:
+        entry = next(iter(st.pending_timeout.values()))
+    if entry is None or fact.ev.line - entry[1] > 6:
+        return None
+    return entry[0]
+
+
+def _h_work(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    rec = _pending(st, fact, rank)
+    if rec is not None:
+        for key in ("seq", "op", "numel_in", "numel_out", "timeout_ms"):
+            if key in fact.fields and getattr(rec, key) is None:
+                setattr(rec, key, fact.fields[key])
+
+
+def _h_ran_for(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    rec = _pending(st, fact, rank)
+    if rec is not None:
+        rec.ran_for_ms = fact.fields.get("ran_for_ms")
+
+
+def _h_progress(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    f = fact.fields
+    if rank is None:
+        return
+    rs = report.rank(rank)
+    if rs.timeout is None:
+        rs.timeout = TimeoutRecord(rank, fact.ev, seq=f.get("seq"))
+        report.timeouts.append(rs.timeout)
+    rs.timeout.last_enqueued = f.get("last_enqueued")
+    rs.timeout.last_completed = f.get("last_completed")
+    if rs.timeout.seq is None:
+        rs.timeout.seq = f.get("seq")
+
+
+def _h_nccl_error(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    st.last_nccl = fact
+    if fact.fields.get("nccl_version"):
+        report.versions.setdefault("nccl", fact.fields["nccl_version"])
+        report.version_values.setdefault("nccl", set()).add(fact.fields["nccl_version"])
+
+
+def _h_last_error(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    st.last_error_line = fact.ev.line
+    if st.last_nccl is not None and fact.fields.get("reason"):
+        st.last_nccl.fields.setdefault("reason", fact.fields["reason"])
+
+
+def _h_version(key: str, field_name: str):
+    def handler(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+        value = fact.fields.get(field_name)
+        if value:
+            report.versions.setdefault(key, value)
+            seen = report.version_values.setdefault(key, set())
+            if len(seen) < 16:
+                seen.add(value)
+
+    return handler
+
+
+def _h_env(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    name, value = fact.fields.get("name"), fact.fields.get("value")
+    if name and value and len(report.env) < 128:
+        report.env.setdefault(name, value.rstrip(".,;"))
+
+
+def _h_transport(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    report.transports[fact.fields["transport"].split("/")[0]] += 1
+    return False
+
+
+def _h_comm_init(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    f = fact.fields
+    nranks = f.get("nranks")
+    if nranks and (report.world_size is None or nranks > report.world_size):
+        report.world_size = nranks
+    if f.get("rank") is not None and fact.ev.host:
+        rs = report.rank(f["rank"])
+        rs.host = rs.host or fact.ev.host
+
+
+def _h_frame(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    f = fact.fields
+    st.frames[rank] = f"{f.get('file')}:{f.get('line')} in {f.get('func')}"
+    return False
+
+
+def _h_exception(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    f = fact.fields
+    if len(report.exceptions) < 256:
+        report.exceptions.append(
+            ExceptionRecord(
+                f.get("type", ""), f.get("message", ""), fact.ev, st.frames.pop(rank, None)
+            )
+        )
+
+
+def _h_child_failed(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    marker = fact.fields.get("marker", "")
+    if marker.startswith("Root Cause"):
+        st.in_summary, st.summary_root_seen = True, True
+        st.current = None
+    elif marker.startswith("Failures"):
+        st.in_summary = True
+        st.current = None
+
+
+def _h_summary(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    if not st.in_summary:
+        return False
+    key, value = fact.fields.get("key"), fact.fields.get("value", "")
+    if key == "time" or st.current is None:
+        st.current = FailureRecord(root=st.summary_root_seen, ev=fact.ev)
+        st.summary_root_seen = False
+        report.failures.append(st.current)
+    cur = st.current
+    if key == "time":
+        cur.time = value
+    elif key == "host":
+        cur.host = value
+        report.hosts.add(value)
+    elif key == "rank":
+        parts = value.replace("(", " ").replace(")", " ").replace(":", " ").split()
+        cur.rank = int(parts[0]) if parts and parts[0].isdigit() else None
+        if "local_rank" in parts:
+            idx = parts.index("local_rank") + 1
+            cur.local_rank = int(parts[idx]) if idx < len(parts) and parts[idx].isdigit() else None
+        if cur.rank is not None:
+            cur.ev = fact.ev
+    elif key == "exitcode":
+        code = value.split()[0] if value.split() else ""
+        cur.exitcode = int(code) if code.lstrip("-").isdigit() else None
+    return False
+
+
+def _h_clients(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    expected = fact.fields.get("expected")
+    if expected and report.world_size is None:
+        report.world_size = expected
+
+
+_HANDLERS = {
+    "watchdog_timeout": _h_watchdog,
+    "work_nccl": _h_work,
+    "ran_for": _h_ran_for,
+    "work_progress": _h_progress,
+    "nccl_error": _h_nccl_error,
+    "last_error": _h_last_error,
+    "nccl_version": _h_version("nccl", "nccl"),
+    "torch_version": _h_version("torch", "torch"),
+    "driver_version": _h_version("driver", "driver"),
+    "cuda_version": _h_version("cuda", "cuda"),
+    "nccl_env": _h_env,
+    "env_var": _h_env,
+    "transport": _h_transport,
+    "comm_init": _h_comm_init,
+    "frame": _h_frame,
+    "exception": _h_exception,
+    "child_failed": _h_child_failed,
+    "summary_field": _h_summary,
+    "clients_joined": _h_clients,
+}
+
+#: Within one line, handle openers before the fields that attach to them.
+_ORDER = {ex.kind: i for i, ex in enumerate(EXTRACTORS)}
+
+
+def _flush(report: LogReport, st: _SourceState) -> None:
+    for rec in report.failures:
+        if rec.rank is not None and rec.host:
+            rs = report.rank(rec.rank)
+            rs.host = rs.host or rec.host
+
+
+def _finish(report: LogReport) -> None:
+    for rs in report.ranks.values():
+        if rs.host:
+            report.hosts.add(rs.host)
+    if len(report.ranks) > 1:
+        report.world_size = max(report.world_size or 0, max(report.ranks) + 1)
+
+
+def _counting(chunks: Iterable[bytes], source: LogSource):
+    for chunk in chunks:
+        source.stats.lines += chunk.count(b"\n")
+        yield chunk
+
+
+_ANALYZERS: dict[tuple, Analyzer] = {}
+
+
+def analyzer_for(cards: Sequence[Card]) -> Analyzer:
+    """A cached Analyzer for this set of cards (compiling the patterns takes a moment)."""
+    key = tuple((c.id, tuple((s.pattern, s.ignore_case) for s in c.signatures)) for c in cards)
+    analyzer = _ANALYZERS.get(key)
+    if analyzer is None:
+        if len(_ANALYZERS) > 4:
+            _ANALYZERS.clear()
+        analyzer = _ANALYZERS[key] = Analyzer(cards)
+    return analyzer

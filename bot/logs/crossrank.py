@@ -1,0 +1,187 @@
+"""Cross-rank reasoning (pure): what people cannot do by eye across 1024 ranks.
+
+Which ranks timed out and which stayed silent, which rank failed first, whose
+collective sequence number lags, whether ranks disagree on the collective at
+the same sequence number, and what torchrun recorded as the root cause.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from bot.logs.model import Evidence, LogReport, TimeoutRecord
+
+
+@dataclass
+class Suspect:
+    rank: int | None
+    host: str | None
+    reason: str
+    weight: float
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "host": self.host, "reason": self.reason}
+
+
+@dataclass
+class Mismatch:
+    seq: int
+    variants: dict[str, list[int]]  # "ALLREDUCE numel=1" -> ranks
+    evidence: list[Evidence]
+
+
+@dataclass
+class CrossRank:
+    suspects: list[Suspect] = field(default_factory=list)
+    timeout_ranks: list[int] = field(default_factory=list)
+    silent_ranks: list[int] = field(default_factory=list)
+    crashed_ranks: list[int] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    lagging: list[int] = field(default_factory=list)
+    first_failure: Suspect | None = None
+
+
+def _ranges(ranks: list[int], limit: int = 12) -> str:
+    if len(ranks) <= limit:
+        return ", ".join(map(str, ranks))
+    return ", ".join(map(str, ranks[:limit])) + f" ... ({len(ranks)} ranks)"
+
+
+def analyze_ranks(report: LogReport) -> CrossRank:
+    out = CrossRank()
+    by_rank: dict[int, TimeoutRecord] = {t.rank: t for t in report.timeouts if t.rank is not None}
+    out.timeout_ranks = sorted(by_rank)
+    out.crashed_ranks = sorted(r for r, s in report.ranks.items() if s.first_error is not None)
+    suspects: dict[object, Suspect] = {}
+
+    def add(rank: int | None, host: str | None, reason: str, weight: float, ev: list[Evidence]):
+        if rank is not None and host is None and rank in report.ranks:
+            host = report.ranks[rank].host
+        key: object = rank if rank is not None else f"host:{host}"
+        s = suspects.get(key)
+        if s is None:
+            suspects[key] = Suspect(rank, host, reason, weight, list(ev))
+        else:
+            s.weight = min(1.0, max(s.weight, weight) + 0.1)
+            s.reason += "; " + reason
+            s.evidence.extend(ev[:2])
+            s.host = s.host or host
+
+    # 1. torchrun's own record of the first observed failure.
+    for rec in report.failures:
+        if rec.root and (rec.rank is not None or rec.host):
+            code = f"exitcode {rec.exitcode}" if rec.exitcode is not None else "failed"
+            add(rec.rank, rec.host, f"torchrun's first observed failure ({code})", 0.8, [rec.ev])
+            break
+
+    # 2. The rank that failed first (crash, exception, signal), by time where known.
+    crashed = [report.ranks[r] for r in out.crashed_ranks]
+    if crashed:
+        with_ts = [s for s in crashed if s.first_error and s.first_error.ev.ts is not None]
+        first = min(with_ts, key=lambda s: s.first_error.ev.ts) if with_ts else crashed[0]  # type: ignore[union-attr]
+        fact = first.first_error
+        assert fact is not None
+        what = (
+            fact.fields.get("message")
+            or fact.fields.get("type")
+            or fact.fields.get("signal")
+            or fact.kind
+        )
+        reason = f"failed first: {fact.kind} ({str(what)[:120]})"
+        if len(crashed) == 1 or with_ts:
+            out.first_failure = Suspect(first.rank, first.host, reason, 0.9, [fact.ev])
+            add(first.rank, first.host, reason, 0.9, [fact.ev])
+
+    # 3. Ranks that did not report a timeout while most others did.
+    world = report.world_size
+    if world and len(by_rank) >= max(2, world // 2) and len(by_rank) < world:
+        out.silent_ranks = [r for r in range(world) if r not in by_rank]
+        if len(out.silent_ranks) <= max(2, world // 8):
+            for r in out.silent_ranks:
+                add(
+                    r,
+                    None,
+                    f"did not report a watchdog timeout while {len(by_rank)} of {world} "
+                    "ranks did (stuck elsewhere or dead)",
+                    0.7,
+                    [],
+                )
+
+    # 4. Lagging sequence numbers and 5. mismatched collectives at one SeqNum.
+    seqs = {r: t.seq for r, t in by_rank.items() if t.seq is not None}
+    if len(set(seqs.values())) > 1:
+        common = Counter(seqs.values()).most_common(1)[0][0]
+        behind = sorted(r for r, s in seqs.items() if s < common)
+        if behind and len(behind) <= max(2, len(seqs) // 4):
+            out.lagging = behind
+            for r in behind:
+                add(
+                    r,
+                    None,
+                    f"its timed-out collective SeqNum={seqs[r]} lags the others (SeqNum={common})",
+                    0.75,
+                    [by_rank[r].ev],
+                )
+    enq = {r: t.last_enqueued for r, t in by_rank.items() if t.last_enqueued is not None}
+    if len(set(enq.values())) > 1:
+        top = max(enq.values())
+        behind = sorted(r for r, s in enq.items() if s < top)
+        if behind and len(behind) <= max(2, len(enq) // 4):
+            for r in behind:
+                add(
+                    r,
+                    None,
+                    f"last enqueued NCCL work {enq[r]} lags the others ({top})",
+                    0.7,
+                    [by_rank[r].ev],
+                )
+            out.lagging = sorted(set(out.lagging) | set(behind))
+    groups: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    evs: dict[int, list[Evidence]] = defaultdict(list)
+    for r, t in by_rank.items():
+        if t.seq is None or t.op is None:
+            continue
+        label = f"{t.op} numel={t.numel_in}" if t.numel_in is not None else t.op
+        groups[t.seq][label].append(r)
+        if len(evs[t.seq]) < 4:
+            evs[t.seq].append(t.ev)
+    for seq, variants in sorted(groups.items()):
+        if len(variants) > 1:
+            out.mismatches.append(Mismatch(seq, dict(variants), evs[seq]))
+            minority = min(variants.values(), key=len)
+            if len(minority) <= 4:
+                for r in minority:
+                    add(
+                        r,
+                        None,
+                        f"ran a different collective at SeqNum={seq} than the others "
+                        f"({', '.join(sorted(variants))})",
+                        0.8,
+                        [by_rank[r].ev],
+                    )
+
+    out.suspects = sorted(suspects.values(), key=lambda s: -s.weight)[:16]
+    return out
+
+
+def describe(cr: CrossRank, world: int | None) -> list[str]:
+    """One-line facts about the ranks, for the report."""
+    lines = []
+    if cr.timeout_ranks:
+        lines.append(
+            f"{len(cr.timeout_ranks)} rank(s) reported a watchdog timeout"
+            + (f" of {world}" if world else "")
+            + f": {_ranges(cr.timeout_ranks)}"
+        )
+    if cr.silent_ranks:
+        lines.append(f"silent ranks (no timeout reported): {_ranges(cr.silent_ranks)}")
+    if cr.crashed_ranks:
+        lines.append(f"rank(s) with a crash/exception: {_ranges(cr.crashed_ranks)}")
+    if cr.lagging:
+        lines.append(f"lagging rank(s): {_ranges(cr.lagging)}")
+    for mm in cr.mismatches[:3]:
+        parts = "; ".join(f"{k} on ranks {_ranges(v, 6)}" for k, v in mm.variants.items())
+        lines.append(f"collective mismatch at SeqNum={mm.seq}: {parts}")
+    return lines

@@ -1,0 +1,290 @@
+"""Structured evidence from single log lines (pure).
+
+Each `Extractor` is one regular expression: it is both the scanner's trigger
+and the parser that pulls typed fields out of the line. Multi-line records
+(torchrun's failure summary, tracebacks, NCCL's "Last error:") are stitched
+together by `bot.logs.report`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Fields = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Extractor:
+    kind: str
+    pattern: str
+    convert: Callable[[re.Match[str]], Fields] | None = None
+    after: int = 0
+    ignore_case: bool = False
+    trigger: str | None = None  # what the scanner looks for, if not `pattern`
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        flags = re.IGNORECASE if self.ignore_case else 0
+        object.__setattr__(self, "regex", re.compile(self.pattern, flags))
+
+    def parse(self, body: str) -> Fields | None:
+        m = self.regex.search(body)
+        if m is None:
+            return None
+        return self.convert(m) if self.convert else {}
+
+
+def _int(s: str | None) -> int | None:
+    return int(s) if s is not None and s.lstrip("-").isdigit() else None
+
+
+def _groups(*names: str, ints: tuple[str, ...] = ()) -> Callable[[re.Match[str]], Fields]:
+    def convert(m: re.Match[str]) -> Fields:
+        out: Fields = {}
+        for i, name in enumerate(names, start=1):
+            value = m.group(i)
+            if value is None:
+                continue
+            out[name] = _int(value) if name in ints else value.strip()
+        return out
+
+    return convert
+
+
+E = Extractor
+EXTRACTORS: tuple[Extractor, ...] = (
+    # --- ProcessGroupNCCL watchdog, heartbeat, desync ---------------------------------
+    E("watchdog_timeout", r"Watchdog caught collective operation timeout"),
+    E(
+        "work_nccl",
+        r"WorkNCCL\((?:SeqNum=(\d+), )?(?:[^()]*?, )?OpType=(\w+)"
+        r"(?:, NumelIn=(\d+), NumelOut=(\d+))?"
+        r"(?:, Timeout\(ms\)=(\d+))?",
+        _groups(
+            "seq",
+            "op",
+            "numel_in",
+            "numel_out",
+            "timeout_ms",
+            ints=("seq", "numel_in", "numel_out", "timeout_ms"),
+        ),
+    ),
+    E(
+        "ran_for",
+        r"ran for (\d+) milliseconds before timing out",
+        _groups("ran_for_ms", ints=("ran_for_ms",)),
+    ),
+    E(
+        "work_progress",
+        r"(?:Timeout at NCCL work|detected by watchdog at work): (\d+), last enqueued NCCL work: "
+        r"(-?\d+), last completed NCCL work: (-?\d+)",
+        _groups(
+            "seq",
+            "last_enqueued",
+            "last_completed",
+            ints=("seq", "last_enqueued", "last_completed"),
+        ),
+    ),
+    E(
+        "heartbeat",
+        r"(Heartbeat monitor timed out|watchdog got stuck for (\d+) seconds|"
+        r"Received a dump signal due to a collective timeout|"
+        r"monitoring thread .* (?:detected|timed out))",
+        _groups("message", "stuck_s", ints=("stuck_s",)),
+    ),
+    E(
+        "desync",
+        r"(Desync debug|[Dd]esync report|TORCH_NCCL_DESYNC_DEBUG|has not joined|"
+        r"is not running collective)",
+        _groups("message"),
+    ),
+    E(
+        "mismatch",
+        r"(Detected mismatch between collectives on ranks|CollectiveFingerPrint\(|"
+        r"collectives mismatch|Mismatch between collective)",
+        _groups("message"),
+    ),
+    E(
+        "flight_recorder",
+        r"(Flight Recorder|fr_trace|TORCH_NCCL_TRACE_BUFFER_SIZE|"
+        r"dumping debug info|Dumping the flight recorder)",
+        _groups("message"),
+    ),
+    E(
+        "nccl_trace",
+        r"NCCL INFO ([\w/.-]+\.(?:cc|cu|h)):(\d+) -> (\d+)",
+        _groups("src", "line", "code", ints=("line", "code")),
+    ),
+    E("some_failed", r"Some NCCL operations have failed or timed out"),
+    # --- NCCL errors, warnings and init facts -------------------------------------------
+    E(
+        "nccl_error",
+        r"NCCL error in: ([^,]+), ([^(]+?)\s*\((?:run with|[Nn]o additional)[^)]*\)"
+        r"(?:, NCCL version ([\w.+-]+))?",
+        _groups("where", "reason", "nccl_version"),
+    ),
+    E(
+        "nccl_code",
+        r"\b(ncclSystemError|ncclUnhandledCudaError|ncclInternalError|ncclInvalidUsage|"
+        r"ncclInvalidArgument|ncclRemoteError|ncclInProgress)\b",
+        _groups("code"),
+    ),
+    E("last_error", r"^Last error:\s*(.*)$", _groups("reason"), after=1, trigger=r"Last error:"),
+    E("nccl_warn", r"NCCL WARN (.+)$", _groups("message")),
+    E(
+        "nccl_version",
+        r"NCCL version:? ?(\d+\.\d+\.\d+)(?:\+cuda([\d.]+))?",
+        _groups("nccl", "cuda"),
+    ),
+    E("net_ib", r"NET/IB : Using (.+?)(?:; OOB (\S+))?$", _groups("devices", "oob")),
+    E("net_socket", r"NET/Socket : Using (.+)$", _groups("interfaces")),
+    E("bootstrap_if", r"Bootstrap ?: Using (\S+)", _groups("interface")),
+    E("using_network", r"Using network (\w+)", _groups("network")),
+    E("transport", r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+)", _groups("transport")),
+    E(
+        "comm_init",
+        r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId (\w+)",
+        _groups("rank", "nranks", "cuda_dev", "bus_id", ints=("rank", "nranks", "cuda_dev")),
+    ),
+    E(
+        "nccl_env",
+        r"\b((?:TORCH_)?NCCL_[A-Z0-9_]+) set by environment to (\S+)",
+        _groups("name", "value"),
+    ),
+    E(
+        "env_var",
+        r"(?:^|[\s'\"])((?:TORCH_)?NCCL_[A-Z0-9_]+|TORCH_DISTRIBUTED_DEBUG|CUDA_VISIBLE_DEVICES|"
+        r"MASTER_ADDR|MASTER_PORT|WORLD_SIZE)=([^\s'\"]+)",
+        _groups("name", "value"),
+    ),
+    # --- CUDA, memory, exceptions, signals ------------------------------------------------
+    E(
+        "oom",
+        r"(CUDA out of memory|OutOfMemoryError|Failed to CUDA calloc|cudaErrorMemoryAllocation|"
+        r"out of memory \(|CUBLAS_STATUS_ALLOC_FAILED)",
+        _groups("message"),
+    ),
+    E(
+        "cuda_error",
+        r"(CUDA error: .+|Cuda failure '[^']+'|cudaError\w+|illegal memory access|"
+        r"CUBLAS_STATUS_\w+|device-side assert triggered)",
+        _groups("message"),
+    ),
+    E("traceback", r"Traceback \(most recent call last\)"),
+    E(
+        "frame",
+        r'File "([^"]+)", line (\d+), in (\S+)',
+        _groups("file", "line", "func", ints=("line",)),
+    ),
+    E(
+        "exception",
+        r"(?:^|[\s:\]])((?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure))"
+        r"(?:: (.*)|$)",
+        _groups("type", "message"),
+    ),
+    E(
+        "signal",
+        r"(?:Signal (\d+) \((SIG[A-Z]+)\)|(SIGSEGV|SIGBUS|SIGKILL|SIGABRT|SIGTERM|SIGILL|SIGFPE)|"
+        r"(Segmentation fault|Bus error|Killed process \d+|Out of memory: Killed))",
+        lambda m: {"signal": m.group(2) or m.group(3) or m.group(4), "signo": _int(m.group(1))},
+    ),
+    E(
+        "exit_code",
+        r"(?:exit(?:ed with)? (?:code|status)[: ]+|returned non-zero exit status |exitcode\s*: )"
+        r"(-?\d+)(?: \(pid: (\d+)\))?",
+        _groups("code", "pid", ints=("code", "pid")),
+    ),
+    E(
+        "sigterm_sent",
+        r"Sending process (\d+) closing signal (SIG\w+)",
+        _groups("pid", "signal", ints=("pid",)),
+    ),
+    # --- torchrun's failure summary ----------------------------------------------------------
+    E(
+        "child_failed",
+        r"(ChildFailedError|Root Cause \(first observed failure\)|^Failures:)",
+        _groups("marker"),
+        trigger=r"ChildFailedError|Root Cause \(first observed failure\)|Failures:$",
+    ),
+    E(
+        "summary_field",
+        r"^(time|host|rank|exitcode|error_file|traceback)\s*: (.*)$",
+        _groups("key", "value"),
+        trigger=r"\b(time|host|rank|exitcode|error_file)\s+: \S",
+    ),
+    # --- network, rendezvous, launch ----------------------------------------------------------
+    E(
+        "clients_joined",
+        r"Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined",
+        _groups("after_s", "joined", "expected", ints=("after_s", "joined", "expected")),
+    ),
+    E(
+        "socket_timeout",
+        r"client socket has timed out after (\d+)ms while trying to connect to \(([^,]+), (\d+)\)",
+        _groups("after_ms", "addr", "port", ints=("after_ms", "port")),
+    ),
+    E(
+        "conn_error",
+        r"(Connection refused|Connection reset by peer|No route to host|Network is unreachable|"
+        r"Connection timed out|Broken pipe|Name or service not known|"
+        r"Temporary failure in name resolution)",
+        _groups("message"),
+    ),
+    E("addr_in_use", r"(Address already in use|EADDRINUSE)", _groups("message")),
+    E(
+        "rendezvous",
+        r"(Rendezvous\w*Error|RendezvousTimeoutError|DistNetworkError|DistStoreError|"
+        r"rendezvous .* (?:timed out|failed)|Timed out waiting for .* rendezvous)",
+        _groups("message"),
+    ),
+    E(
+        "ib_completion",
+        r"Got completion from peer ([\w.:\[\]-]+) with (?:error|status)[ =]+(\d+), opcode (\d+), "
+        r"(?:len (\d+), )?vendor err (\d+)",
+        _groups(
+            "peer",
+            "status",
+            "opcode",
+            "len",
+            "vendor_err",
+            ints=("status", "opcode", "len", "vendor_err"),
+        ),
+    ),
+    E(
+        "duplicate_gpu",
+        r"Duplicate GPU detected\s*: rank (\d+) and rank (\d+) both on CUDA device (\w+)",
+        _groups("rank_a", "rank_b", "device", ints=("rank_a", "rank_b")),
+    ),
+    E(
+        "shm",
+        r"(/dev/shm|shared memory|unable to allocate shared memory|No space left on device)",
+        _groups("message"),
+    ),
+    E(
+        "xid",
+        r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+),?\s*(.*)$",
+        _groups("pci", "xid", "message", ints=("xid",)),
+    ),
+    # --- versions -----------------------------------------------------------------------------
+    E(
+        "torch_version",
+        r"(?:PyTorch version|torch version|torch==)[: ]*(\d+\.\d+\.\d+[\w.+]*)",
+        _groups("torch"),
+        ignore_case=True,
+    ),
+    E(
+        "driver_version",
+        r"(?:Driver Version|driver version)[: ]+(\d+\.\d+(?:\.\d+)?)",
+        _groups("driver"),
+    ),
+    E(
+        "cuda_version",
+        r"(?:CUDA Version|CUDA used to build PyTorch|CUDA runtime version)[: ]+(\d+\.\d+)",
+        _groups("cuda"),
+    ),
+)
+
+BY_KIND: dict[str, Extractor] = {e.kind: e for e in EXTRACTORS}

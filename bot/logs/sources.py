@@ -1,0 +1,181 @@
+"""Opening crash logs as streams of byte chunks: plain files, .gz, .zip (every member), stdin.
+
+This is the I/O edge of log analysis. Everything downstream sees `LogSource`s
+that yield bounded chunks, so memory stays flat however large the logs are.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from bot.errors import InputError
+
+CHUNK = 1 << 22  # 4 MiB
+ATTACH_HINT = (
+    "Attach the crash log as text (.log/.txt), .gz or .zip: ideally the output of every rank, "
+    "run with NCCL_DEBUG=INFO (and TORCH_NCCL_TRACE_BUFFER_SIZE=2000 for a Flight Recorder dump)."
+)
+
+
+@dataclass
+class SourceStats:
+    """What was read from one source, for the report and for clear messages."""
+
+    name: str
+    compressed_bytes: int = 0
+    bytes_read: int = 0
+    lines: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LogSource:
+    """One log stream: a display name and a function that opens it as binary."""
+
+    name: str
+    opener: Callable[[], BinaryIO]
+    compressed_size: int | None = None
+    closeable: bool = True
+    stats: SourceStats = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stats = SourceStats(self.name, self.compressed_size or 0)
+
+
+class Limits:
+    def __init__(self, max_bytes: int = 64 * 2**30, max_ratio: int = 200) -> None:
+        self.max_bytes = max_bytes
+        self.max_ratio = max_ratio
+
+
+def expand_inputs(paths: Iterable[str], stdin: BinaryIO | None = None) -> list[LogSource]:
+    """Turn CLI arguments into sources; archives contribute one source per member."""
+    sources: list[LogSource] = []
+    for raw in paths:
+        if raw == "-":
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            sources.append(LogSource("<stdin>", lambda s=stream: s, closeable=False))
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            raise InputError(
+                f"{raw} is a directory",
+                hint="Pass the log files inside it, e.g. `ncclbot analyze logs/*.log`.",
+            )
+        if not path.exists():
+            raise InputError(f"{raw}: no such file", hint=ATTACH_HINT)
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(4)
+        except OSError as exc:
+            raise InputError(f"{raw}: cannot be read ({exc.strerror})") from exc
+        if head.startswith(b"PK\x03\x04") or path.suffix.lower() == ".zip":
+            sources.extend(_zip_members(path))
+        elif head.startswith(b"\x1f\x8b"):
+            sources.append(
+                LogSource(path.name, lambda p=path: gzip.open(p, "rb"), path.stat().st_size)  # noqa: SIM115
+            )
+        else:
+            sources.append(LogSource(path.name, lambda p=path: p.open("rb"), path.stat().st_size))
+    return sources
+
+
+def _zip_members(path: Path) -> list[LogSource]:
+    try:
+        archive = zipfile.ZipFile(path)
+        infos = [i for i in archive.infolist() if not i.is_dir()]
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(
+            f"{path.name}: not a readable zip archive ({exc})", hint=ATTACH_HINT
+        ) from exc
+    if not infos:
+        raise InputError(f"{path.name}: the zip archive holds no files", hint=ATTACH_HINT)
+    out = []
+    for info in infos:
+        name = f"{path.name}:{info.filename}"
+        opener = _zip_opener(path, info.filename)
+        if info.filename.lower().endswith(".gz"):
+            opener = _gunzip(opener)
+        out.append(LogSource(name, opener, info.compress_size))
+    return out
+
+
+def _zip_opener(path: Path, member: str) -> Callable[[], BinaryIO]:
+    def open_member() -> BinaryIO:
+        return zipfile.ZipFile(path).open(member)  # type: ignore[return-value]
+
+    return open_member
+
+
+def _gunzip(opener: Callable[[], BinaryIO]) -> Callable[[], BinaryIO]:
+    return lambda: gzip.GzipFile(fileobj=opener(), mode="rb")  # type: ignore[return-value]
+
+
+def looks_binary(head: bytes) -> bool:
+    """A chunk is binary when it has NUL bytes or mostly non-text bytes."""
+    if not head:
+        return False
+    sample = head[:8192]
+    if b"\x00" in sample:
+        return True
+    text_bytes = bytes(range(32, 127)) + b"\n\r\t\x1b\x0c\x08"
+    nontext = len(sample.translate(None, text_bytes))
+    # UTF-8 text (e.g. Chinese) has many high bytes; only flag if it does not decode.
+    if nontext / len(sample) > 0.3:
+        try:
+            sample.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return exc.start < len(sample) - 4
+    return False
+
+
+def read_chunks(source: LogSource, limits: Limits | None = None) -> Iterator[bytes]:
+    """Yield the source's bytes in chunks, enforcing the size and zip-bomb limits."""
+    limits = limits or Limits()
+    stats = source.stats
+    try:
+        stream = source.opener()
+    except OSError as exc:
+        raise InputError(f"{source.name}: cannot be opened ({exc})", hint=ATTACH_HINT) from exc
+    try:
+        first = True
+        while True:
+            try:
+                chunk = stream.read(CHUNK)
+            except (OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
+                stats.problems.append(f"stopped reading after {stats.bytes_read} bytes: {exc}")
+                return
+            if not chunk:
+                return
+            if first:
+                first = False
+                if looks_binary(chunk):
+                    raise InputError(
+                        f"{source.name}: this looks like a binary file, not a text log "
+                        f"(read {len(chunk)} bytes)",
+                        hint=ATTACH_HINT,
+                    )
+            stats.bytes_read += len(chunk)
+            if stats.bytes_read > limits.max_bytes:
+                stats.problems.append(f"stopped at the size limit of {limits.max_bytes} bytes")
+                return
+            if (
+                stats.compressed_bytes
+                and stats.bytes_read > 64 * 2**20
+                and stats.bytes_read > limits.max_ratio * stats.compressed_bytes
+            ):
+                stats.problems.append(
+                    f"stopped: expands more than {limits.max_ratio}x (possible zip bomb)"
+                )
+                return
+            yield chunk
+    finally:
+        if source.closeable:
+            stream.close()

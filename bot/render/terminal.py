@@ -1,0 +1,80 @@
+"""Rendering an answer for a terminal with rich (pure: answer dict in, renderables out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+_LANG_TITLE = {"en": "Remediation", "zh": "处理步骤"}
+_VERIFY_TITLE = {"en": "Verify", "zh": "验证"}
+
+
+def render_answer(answer: dict[str, Any], console: Console) -> None:
+    console.print(Panel(Text(answer["summary"], style="bold"), title="ncclbot", expand=False))
+    diag = answer["diagnosis"]
+    for line in diag.get("ranks", []):
+        console.print(f"  [cyan]ranks[/] {escape(line)}")
+    if diag["root_causes"]:
+        console.print()
+        console.print("[bold]Root causes[/] (best first)")
+        for i, rc in enumerate(diag["root_causes"], start=1):
+            title = rc.get("title", {}).get("en") or rc["category_name"].get("en", "")
+            console.print(
+                f" {i}. [bold]{rc['category']}[/] {rc['confidence']:.0%}  {escape(title)}"
+                + (f"  [dim]card: {rc['card']}[/]" if rc.get("card") else "")
+            )
+            for why in rc.get("why", [])[:3]:
+                console.print(f"    [dim]- {escape(why)}[/]")
+            for ev in rc["evidence"][:3]:
+                text = ev["text"] if len(ev["text"]) < 200 else ev["text"][:200] + "..."
+                console.print(f"    [green]{escape(ev['file'])}:{ev['line']}[/]  {escape(text)}")
+    if diag.get("suspects"):
+        table = Table(title="Suspects", show_lines=False, expand=False)
+        for col in ("rank", "host", "reason"):
+            table.add_column(col)
+        for s in diag["suspects"][:10]:
+            table.add_row(
+                str(s["rank"]) if s["rank"] is not None else "-",
+                s["host"] or "-",
+                escape(s["reason"]),
+            )
+        console.print(table)
+    for lang, steps in answer.get("remediation", {}).items():
+        if steps:
+            console.print(f"\n[bold]{_LANG_TITLE[lang]}[/] ({lang})")
+            for i, step in enumerate(steps, start=1):
+                console.print(f" {i}. {escape(step)}")
+    for lang, steps in answer.get("verify", {}).items():
+        if steps:
+            console.print(f"[bold]{_VERIFY_TITLE[lang]}[/] ({lang})")
+            for step in steps:
+                console.print(f" - {escape(step)}")
+    for lang, steps in answer.get("next_steps", {}).items():
+        console.print(f"\n[bold]{'What would help' if lang == 'en' else '需要补充的信息'}[/]")
+        for step in steps:
+            console.print(f" - {escape(step)}")
+    if answer.get("probes"):
+        console.print(
+            "\n[bold]Suggested node diagnostics:[/] "
+            + ", ".join(f"ncclbot node {p}" for p in answer["probes"])
+        )
+    if answer.get("citations"):
+        console.print("\n[bold]Sources[/]")
+        for c in answer["citations"]:
+            console.print(
+                f" [{c['card']}] {escape(c['title'].get('en') or c['title'].get('zh', ''))}"
+            )
+            for url in c["sources"]:
+                console.print(f"    {url}")
+    for note in answer.get("notes", []):
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def answer_renderable(answer: dict[str, Any]) -> Group:
+    """For callers that want a renderable rather than printing."""
+    return Group(Text(answer["summary"]))

@@ -1,0 +1,59 @@
+"""The troubleshooting service: what the CLI, the agent and Slack call (knows nothing of them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, BinaryIO
+
+from bot.answer import build_answer
+from bot.config import Settings
+from bot.diagnosis.engine import Diagnosis, diagnose
+from bot.errors import KnowledgeError
+from bot.knowledge.cards import Card, load_cards
+from bot.logs.analyze import analyzer_for
+from bot.logs.model import LogReport
+from bot.logs.sources import Limits, LogSource, expand_inputs
+
+
+@lru_cache(maxsize=1)
+def bundled_cards() -> tuple[Card, ...]:
+    try:
+        return tuple(load_cards())
+    except ValueError as exc:
+        raise KnowledgeError(
+            f"the knowledge base has a defective card: {exc}",
+            hint="Run `ncclbot knowledge check` for the full list.",
+        ) from exc
+
+
+def analyze_sources(
+    sources: Sequence[LogSource],
+    settings: Settings | None = None,
+    cards: Sequence[Card] | None = None,
+) -> tuple[LogReport, Diagnosis]:
+    cards = list(cards if cards is not None else bundled_cards())
+    limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
+    report = analyzer_for(cards).analyze(sources, limits)
+    return report, diagnose(report, cards)
+
+
+def analyze_paths(
+    paths: Sequence[str],
+    settings: Settings | None = None,
+    lang: str = "both",
+    stdin: BinaryIO | None = None,
+) -> dict[str, Any]:
+    """Analyze log files (or '-' for stdin) and return the answer dict."""
+    cards = list(bundled_cards())
+    report, diagnosis = analyze_sources(expand_inputs(paths, stdin), settings, cards)
+    answer = build_answer(diagnosis, cards, report, lang)
+    for src in report.sources:
+        answer.setdefault("notes", []).extend(f"{src.name}: {p}" for p in src.problems)
+    if diagnosis.verdict == "no_evidence":
+        answer.setdefault("notes", []).append(
+            f"read {report.total_bytes} bytes, {report.total_lines} lines from "
+            f"{len(report.sources)} file(s) and found no failure evidence (no NCCL errors, "
+            "watchdog timeouts, tracebacks or signals)."
+        )
+    return answer

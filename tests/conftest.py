@@ -1,0 +1,30 @@
+"""Shared test set-up: a clean environment and a temporary data directory for every test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    for name in list(os.environ):
+        if name.startswith(("NCCLBOT_", "SLACK_")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NCCLBOT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run_gpu = os.environ.get("NCCLBOT_RUN_GPU") == "1"
+    run_live = os.environ.get("NCCLBOT_LIVE_LLM") == "1"
+    for item in items:
+        if "gpu" in item.keywords and not run_gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a GPU (set NCCLBOT_RUN_GPU=1)"))
+        if "llm_live" in item.keywords and not run_live:
+            item.add_marker(pytest.mark.skip(reason="live LLM run (set NCCLBOT_LIVE_LLM=1)"))

@@ -1,0 +1,129 @@
+"""The analyzer end to end on generated multi-rank logs and on real excerpts with sources."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.knowledge.cards import load_cards
+from bot.logs.analyze import Analyzer
+from bot.logs.sources import expand_inputs
+from bot.service import analyze_paths, analyze_sources
+from tests.conftest import FIXTURES
+from tests.logs.multirank import job_with_culprit, watchdog_line
+
+CASES = sorted((FIXTURES / "cases").glob("*.yaml"))
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _diagnose(tmp_path, text, name="job.log"):
+    return analyze_sources(expand_inputs([_write(tmp_path, name, text)]))
+
+
+def test_oom_on_one_rank_is_rank_crashed_with_the_culprit_as_suspect(tmp_path):
+    _report, diag = _diagnose(tmp_path, job_with_culprit(ranks=64, culprit=13, kind="oom"))
+    assert diag.root_causes[0].category == "rank_crashed"
+    assert diag.suspects[0].rank == 13
+    assert len(diag.crossrank.timeout_ranks) == 63
+    assert diag.crossrank.silent_ranks == [13]
+    # Causal order: the timeouts are a symptom, not the cause.
+    timeout_cats = {"timeout_too_short", "straggler_or_imbalance"}
+    assert diag.root_causes[0].category not in timeout_cats
+
+
+def test_lagging_sequence_number_names_the_rank(tmp_path):
+    _, diag = _diagnose(tmp_path, job_with_culprit(ranks=32, culprit=7, kind="lag"))
+    assert diag.crossrank.lagging == [7]
+    assert diag.suspects[0].rank == 7
+    assert diag.root_causes[0].category in {"straggler_or_imbalance", "collective_mismatch"}
+
+
+def test_mismatched_collective_at_same_seq_is_collective_mismatch(tmp_path):
+    _, diag = _diagnose(tmp_path, job_with_culprit(ranks=16, culprit=3, kind="mismatch"))
+    assert diag.crossrank.mismatches and diag.crossrank.mismatches[0].seq == 4711
+    assert diag.root_causes[0].category == "collective_mismatch"
+    assert any(s.rank == 3 for s in diag.suspects)
+
+
+def test_silent_rank_is_a_suspect(tmp_path):
+    _, diag = _diagnose(tmp_path, job_with_culprit(ranks=16, culprit=11, kind="silent"))
+    assert 11 in [s.rank for s in diag.suspects]
+
+
+def test_one_file_per_rank_gz_and_line_numbers(tmp_path):
+    paths = []
+    for r in range(4):
+        body = "\n".join([f"[rank{r}]: step {i}" for i in range(5)]) + "\n"
+        body += watchdog_line(r, 10) + "\n" if r != 2 else "[rank2]: torch.OutOfMemoryError: CUDA out of memory.\n"
+        p = tmp_path / f"rank{r}.log.gz"
+        with gzip.open(p, "wt") as fh:
+            fh.write(body)
+        paths.append(str(p))
+    answer = analyze_paths(paths)
+    top = answer["diagnosis"]["root_causes"][0]
+    assert top["category"] == "rank_crashed"
+    assert top["evidence"][0]["file"] == "rank2.log.gz" and top["evidence"][0]["line"] == 6
+    assert answer["diagnosis"]["suspects"][0]["rank"] == 2
+
+
+def test_crlf_ansi_invalid_utf8_and_long_lines(tmp_path):
+    raw = (b"\x1b[31m[rank1]: garbage \xff\xfe here\x1b[0m\r\n" + b"x" * 300_000 + b"\r\n"
+           + b"[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\r\n"
+           + b"Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 2000\r\n")
+    path = tmp_path / "mess.log"
+    path.write_bytes(raw)
+    answer = analyze_paths([str(path)])
+    assert answer["diagnosis"]["root_causes"][0]["category"] == "device_assignment"
+    ev = answer["diagnosis"]["root_causes"][0]["evidence"][0]
+    assert ev["line"] == 4 and not ev["text"].endswith("\r")
+
+
+def test_contract_fields_and_both_languages(tmp_path):
+    answer = analyze_paths([_write(tmp_path, "j.log", job_with_culprit(8, 5))])
+    rc = answer["diagnosis"]["root_causes"][0]
+    assert set(rc) >= {"category", "card", "confidence", "evidence"}
+    assert 0 < rc["confidence"] <= 1
+    assert answer["remediation"]["en"] and answer["remediation"]["zh"]
+    assert answer["citations"] and all(c["sources"] for c in answer["citations"])
+    assert "suspects" in answer["diagnosis"]
+
+
+def test_no_evidence_and_empty_file(tmp_path):
+    answer = analyze_paths([str(FIXTURES / "healthy" / "nccl-init-and-training.log")])
+    assert answer["verdict"] == "no_evidence" and not answer["diagnosis"]["root_causes"]
+    assert "next_steps" in answer and any("read" in n for n in answer["notes"])
+    from bot.errors import InputError
+
+    with pytest.raises(InputError, match="empty"):
+        analyze_paths([_write(tmp_path, "empty.log", "")])
+
+
+def test_matching_engine_and_python_fallback_agree(tmp_path, monkeypatch):
+    import bot.logs.scanner as scanner
+
+    text = job_with_culprit(16, 4)
+    fast = Analyzer(load_cards()).analyze(expand_inputs([_write(tmp_path, "a.log", text)]))
+    monkeypatch.setattr(scanner, "_hs", None)
+    slow_analyzer = Analyzer(load_cards())
+    assert slow_analyzer.patterns.engine == "re"
+    slow = slow_analyzer.analyze(expand_inputs([_write(tmp_path, "b.log", text)]))
+    assert fast.counts == slow.counts
+    assert set(fast.signatures) == set(slow.signatures)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
+def test_real_excerpt_ranks_its_card_in_top3(case, tmp_path):
+    """Each fixture is a real log excerpt (source URL inside the YAML)."""
+    data = yaml.safe_load(case.read_text(encoding="utf-8"))
+    assert str(data["source"]).startswith("http")
+    answer = analyze_paths([_write(tmp_path, case.stem + ".log", data["log"])])
+    cards = [rc["card"] for rc in answer["diagnosis"]["root_causes"][:3]]
+    assert data["card"] in cards, cards
