@@ -125,26 +125,19 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     for category, score in sorted(scores.items(), key=lambda kv: -kv[1]):
         if score < SHOW_AT_LEAST:
             continue
-        card_evidence = []
         card = pick_card(category, cards, card_scores, evidence[category])
-        if card is not None:
-            for hit in report.signatures.values():
-                if hit.card == card.id:
-                    card_evidence.extend(hit.evidence[:2])
-                    why[category].insert(
-                        0, f"matched signature '{hit.signature}' of card {card.id}"
-                    )
-        confidence = score * (0.6 + 0.4 * score / total)
-        causes.append(
-            RootCause(
-                category,
-                card.id if card else None,
-                round(confidence, 2),
-                round(score, 3),
-                _dedupe([*card_evidence, *evidence[category]])[:5],
-                why[category][:6],
-            )
-        )
+        entries = [(card, score)]
+        if card is not None and card_scores.get(card.id):
+            # A second card of the same category whose decisive signatures also fired.
+            runner_up = [c for c in cards if c.category == category and c.id != card.id
+                         and card_scores.get(c.id, 0.0) >= 0.5]
+            if runner_up:
+                alt = max(runner_up, key=lambda c: card_scores[c.id])
+                entries.append((alt, score * 0.9 * card_scores[alt.id] / card_scores[card.id]))
+        for chosen, entry_score in entries:
+            causes.append(_cause(category, chosen, entry_score, total, report, evidence[category],
+                                 why[category]))
+    causes.sort(key=lambda c: -c.score)
     causes = causes[:5]
 
     if not report.evidence_found and not sigs:
@@ -154,6 +147,20 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     else:
         verdict = "diagnosed"
     return Diagnosis(causes, cr.suspects, cr, verdict, card_scores)
+
+
+def _cause(category: str, card: Card | None, score: float, total: float, report: LogReport,
+           evidence: list[Evidence], reasons: list[str]) -> RootCause:
+    card_evidence: list[Evidence] = []
+    why = list(reasons)
+    if card is not None:
+        for hit in report.signatures.values():
+            if hit.card == card.id:
+                card_evidence.extend(hit.evidence[:2])
+                why.insert(0, f"matched signature '{hit.signature}' of card {card.id}")
+    confidence = score * (0.6 + 0.4 * score / total)
+    return RootCause(category, card.id if card else None, round(min(confidence, 1.0), 2),
+                     round(score, 3), _dedupe([*card_evidence, *evidence])[:5], why[:6])
 
 
 def _dedupe(items: list[Evidence]) -> list[Evidence]:
