@@ -193,6 +193,9 @@ class Card(Strict):
         return "\n".join(parts)
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def cards_dir() -> Path:
     """Where the bundled cards live (works from a wheel and from a checkout)."""
     return Path(str(resources.files("knowledge"))) / "cards"
@@ -208,7 +211,7 @@ def card_files(directory: Path | None = None) -> list[Path]:
 
 def parse_card(text: str) -> Card:
     """Parse one card's YAML text into a validated Card (raises on any defect)."""
-    data = yaml.safe_load(text)
+    data = yaml.load(text, Loader=_LOADER)  # CSafeLoader or SafeLoader
     if not isinstance(data, dict):
         raise ValueError("a card must be a YAML mapping")
     return Card.model_validate(data)

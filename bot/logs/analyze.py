@@ -78,9 +78,9 @@ class Analyzer:
         for source in sources:
             report.sources.append(source.stats)
             state = _SourceState(source.name)
-            chunks = _counting(read_chunks(source, limits), source)
-            for hit in self.patterns.scan(chunks):
+            for hit in self.patterns.scan(read_chunks(source, limits)):
                 self._on_hit(report, state, source.name, hit)
+            source.stats.lines = self.patterns.lines
             _flush(report, state)
         _finish(report)
         if report.total_bytes == 0:
@@ -365,12 +365,6 @@ def _finish(report: LogReport) -> None:
             report.hosts.add(rs.host)
     if len(report.ranks) > 1:
         report.world_size = max(report.world_size or 0, max(report.ranks) + 1)
-
-
-def _counting(chunks: Iterable[bytes], source: LogSource):
-    for chunk in chunks:
-        source.stats.lines += chunk.count(b"\n")
-        yield chunk
 
 
 _ANALYZERS: dict[tuple, Analyzer] = {}

@@ -47,6 +47,7 @@ class PatternSet:
         self._after = {t.id: t.after for t in self.triggers if t.after}
         self._db = None
         self._slow: list[Trigger] = []
+        self.lines = 0
         if _hs is not None:
             self._db, self._slow = _compile_hyperscan(self.triggers)
         else:
@@ -63,100 +64,113 @@ class PatternSet:
         return "hyperscan" if self._db is not None else "re"
 
     def scan(self, chunks: Iterable[bytes]) -> Iterator[Hit]:
+        """Hits in order. Chunks are scanned in place; only a line split across two
+        chunks is copied. `self.lines` holds the number of lines seen when done."""
         carry = b""
-        line_base = 0
+        self.lines = 0
         for chunk in chunks:
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                if len(data) < MAX_LINE:
-                    carry = data
+            lo = 0
+            if carry:
+                first = chunk.find(b"\n")
+                if first < 0 and len(carry) + len(chunk) < MAX_LINE:
+                    carry += chunk
                     continue
-                cut = len(data)
-            carry = data[cut:]
-            block = data[:cut]
-            yield from self._scan_block(block, line_base)
-            line_base += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+                lo = len(chunk) if first < 0 else first + 1
+                joined = carry + chunk[:lo]
+                carry = b""
+                yield from self._scan_block(joined, 0, len(joined))
+            cut = chunk.rfind(b"\n", lo) + 1
+            if cut <= lo:  # no newline in the rest of this chunk
+                carry = chunk[lo:]
+                if len(carry) >= MAX_LINE:
+                    yield from self._scan_block(carry, 0, len(carry))
+                    carry = b""
+                continue
+            yield from self._scan_block(chunk, lo, cut)
+            carry = chunk[cut:]
         if carry:
-            yield from self._scan_block(carry, line_base)
+            yield from self._scan_block(carry, 0, len(carry))
 
-    def _matches(self, block: bytes) -> dict[int, set[int]]:
+    def _matches(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
         """Map line-start offset -> ids of the triggers that matched on that line."""
         found: dict[int, set[int]] = {}
 
         def add(tid: int, end: int) -> None:
-            start = block.rfind(b"\n", 0, max(end - 1, 0)) + 1 if end else 0
-            found.setdefault(start, set()).add(tid)
+            start = buf.rfind(b"\n", lo, max(end - 1, lo)) + 1 if end > lo else lo
+            found.setdefault(max(start, lo), set()).add(tid)
 
         if self._db is not None:
 
             def on_match(tid: int, _frm: int, to: int, _flags: int, _ctx: object) -> None:
-                add(tid, to)
+                add(tid, lo + to)
 
-            self._db.scan(block, match_event_handler=on_match)
+            self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match)
         if self._slow_re:
             if self._slow_any is not None:
-                starts = {
-                    block.rfind(b"\n", 0, m.start()) + 1 for m in self._slow_any.finditer(block)
-                }
+                starts = {max(buf.rfind(b"\n", lo, m.start()) + 1, lo)
+                          for m in self._slow_any.finditer(buf, lo, hi)}
                 for start in starts:
-                    end = block.find(b"\n", start)
-                    line = block[start : end if end >= 0 else len(block)]
+                    end = buf.find(b"\n", start, hi)
+                    line = buf[start : end if end >= 0 else hi]
                     for tid, rx in self._slow_re:
                         if rx.search(line):
                             found.setdefault(start, set()).add(tid)
             else:
                 for tid, rx in self._slow_re:
-                    for m in rx.finditer(block):
+                    for m in rx.finditer(buf, lo, hi):
                         add(tid, m.end() if m.end() > m.start() else m.start() + 1)
         return found
 
-    def _scan_block(self, block: bytes, line_base: int) -> Iterator[Hit]:
-        found = self._matches(block)
-        if not found:
-            return
+    def _scan_block(self, buf: bytes, lo: int, hi: int) -> Iterator[Hit]:
+        found = self._matches(buf, lo, hi)
         wanted: dict[int, tuple[frozenset[int], bool]] = {}
         for start, ids in found.items():
             wanted[start] = (frozenset(ids), False)
             extra = max((self._after.get(i, 0) for i in ids), default=0)
             pos = start
             for _ in range(extra):
-                nxt = block.find(b"\n", pos)
-                if nxt < 0 or nxt + 1 >= len(block):
+                nxt = buf.find(b"\n", pos, hi)
+                if nxt < 0 or nxt + 1 >= hi:
                     break
                 pos = nxt + 1
                 wanted.setdefault(pos, (frozenset(), True))
-        last_pos, last_line = 0, line_base + 1
+        last_pos, line = lo, self.lines + 1
         for start in sorted(wanted):
-            last_line += block.count(b"\n", last_pos, start)
+            line += buf.count(b"\n", last_pos, start)
             last_pos = start
-            end = block.find(b"\n", start)
-            raw = block[start : end if end >= 0 else len(block)]
-            text = raw[: MAX_TEXT * 4].decode("utf-8", "replace")
+            end = buf.find(b"\n", start, hi)
+            raw = buf[start : min(end if end >= 0 else hi, start + MAX_TEXT * 4)]
             ids, is_context = wanted[start]
-            yield Hit(last_line, text, ids, is_context)
+            yield Hit(line, raw.decode("utf-8", "replace"), ids, is_context)
+        newlines = buf.count(b"\n", last_pos, hi)
+        self.lines = line - 1 + newlines + (0 if buf.endswith(b"\n", lo, hi) else 1)
 
 
 def _compile_hyperscan(triggers: list[Trigger]) -> tuple[object | None, list[Trigger]]:
     """Compile what Hyperscan accepts; the rest falls back to Python regexes."""
+    try:
+        return _hs_database(triggers), []
+    except Exception:  # noqa: BLE001 - hyperscan.error: some construct is unsupported
+        pass
     good, slow = [], []
     for t in triggers:
         try:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(expressions=[t.pattern.encode()], ids=[t.id], elements=1, flags=[_flags(t)])
+            _hs_database([t])
             good.append(t)
-        except Exception:  # noqa: BLE001 - hyperscan.error: unsupported construct
+        except Exception:  # noqa: BLE001
             slow.append(t)
-    if not good:
-        return None, slow
+    return (_hs_database(good) if good else None), slow
+
+
+def _hs_database(triggers: list[Trigger]) -> object:
     db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
     db.compile(
-        expressions=[t.pattern.encode() for t in good],
-        ids=[t.id for t in good],
-        elements=len(good),
-        flags=[_flags(t) for t in good],
+        expressions=[t.pattern.encode() for t in triggers],
+        ids=[t.id for t in triggers],
+        elements=len(triggers),
+        flags=[_flags(t) for t in triggers],
     )
-    return db, slow
+    return db
 
 
 def _flags(t: Trigger) -> int:

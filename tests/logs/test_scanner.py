@@ -1,0 +1,72 @@
+"""The scanner finds every matching line with the right line number, whatever the chunking."""
+
+import random
+import re
+
+import pytest
+
+import bot.logs.scanner as scanner
+from bot.logs.scanner import PatternSet, Trigger
+
+TRIGGERS = [Trigger(0, r"NCCL WARN"), Trigger(1, r"Watchdog caught"), Trigger(2, r"Last error:", after=1),
+            Trigger(3, r"out of memory", ignore_case=True)]
+
+
+def _log(seed: int) -> bytes:
+    rng = random.Random(seed)
+    lines = []
+    for i in range(3000):
+        kind = rng.random()
+        if kind < 0.01:
+            lines.append(f"[rank{i % 8}]: NCCL WARN something {i}")
+        elif kind < 0.02:
+            lines.append(f"[Rank {i % 8}] Watchdog caught collective operation timeout {i}")
+        elif kind < 0.025:
+            lines.append("Last error:")
+        elif kind < 0.03:
+            lines.append(f"CUDA Out Of Memory {i}")
+        elif kind < 0.031:
+            lines.append("x" * 5000)
+        else:
+            lines.append(f"[rank{i % 8}]: step {i} loss 1.0 \u4e2d\u6587")
+    return ("\r\n" if seed % 2 else "\n").join(lines).encode() + (b"" if seed % 3 else b"\n")
+
+
+def _reference(data: bytes) -> list[tuple[int, bool]]:
+    out = []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    after = 0
+    for n, line in enumerate(lines, start=1):
+        text = line.decode("utf-8", "replace")
+        hit = any(re.search(t.pattern, text, re.I if t.ignore_case else 0) for t in TRIGGERS)
+        if hit:
+            out.append((n, False))
+            after = 1 if "Last error:" in text else 0
+        elif after:
+            out.append((n, True))
+            after = 0
+    return out
+
+
+def _chunks(data: bytes, rng: random.Random):
+    i = 0
+    while i < len(data):
+        n = rng.choice([1, 7, 64, 4096, 70000])
+        yield data[i : i + n]
+        i += n
+
+
+@pytest.mark.parametrize("engine", ["hyperscan", "re"])
+@pytest.mark.parametrize("seed", range(6))
+def test_hits_match_a_line_by_line_reference(seed, engine, monkeypatch):
+    if engine == "re":
+        monkeypatch.setattr(scanner, "_hs", None)
+    elif scanner._hs is None:
+        pytest.skip("hyperscan not installed on this platform")
+    data = _log(seed)
+    ps = PatternSet(TRIGGERS)
+    hits = list(ps.scan(_chunks(data, random.Random(seed))))
+    assert [(h.line, h.context) for h in hits] == _reference(data)
+    assert ps.lines == len(data.rstrip(b"\n").split(b"\n"))
