@@ -167,7 +167,7 @@ def main() -> None:
     except NcclbotError as exc:
         from rich.console import Console
 
-        err = Console(stderr=True, highlight=False)
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
         err.print(f"[red]error:[/] {exc.message}")
         if exc.hint:
             err.print(f"[yellow]hint:[/] {exc.hint}")

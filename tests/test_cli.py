@@ -1,0 +1,64 @@
+"""The CLI at its edges: startup stays light, bad input gets a message and an exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def _run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], capture_output=True,
+                          cwd=ROOT, timeout=120, input=stdin)
+
+
+def test_analyze_does_not_import_heavy_packages():
+    code = ("import sys, runpy; sys.argv=['ncclbot','analyze','examples/sample-8rank-oom.log','--json'];\n"
+            "try:\n    runpy.run_module('bot.cli.main', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "heavy=[m for m in ('torch','chromadb','langchain','langchain_core','slack_bolt','sentence_transformers') "
+            "if m in sys.modules]\nprint('HEAVY', heavy, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "HEAVY []" in out.stderr, out.stderr[-2000:]
+
+
+def test_sample_log_names_the_culprit():
+    out = _run("analyze", "examples/sample-8rank-oom.log", "--json")
+    answer = json.loads(out.stdout)
+    assert answer["diagnosis"]["root_causes"][0]["category"] == "rank_crashed"
+    assert answer["diagnosis"]["suspects"][0] == {**answer["diagnosis"]["suspects"][0], "rank": 5,
+                                                  "host": "gpu-node-17"}
+
+
+def test_stdin_and_terminal_report():
+    log = (ROOT / "examples" / "sample-8rank-oom.log").read_bytes()
+    out = _run("analyze", "-", stdin=log)
+    assert out.returncode == 0
+    text = out.stdout.decode()
+    assert "rank_crashed" in text and "处理步骤" in text and "Suspects" in text
+
+
+def test_bad_inputs_get_messages_not_tracebacks(tmp_path):
+    binary = tmp_path / "core"
+    binary.write_bytes(bytes(range(256)) * 64)
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    for args, expected in (
+        (["analyze", str(binary)], "binary"),
+        (["analyze", str(empty)], "empty"),
+        (["analyze", str(tmp_path / "missing.log")], "no such file"),
+        (["analyze", str(tmp_path)], "directory"),
+    ):
+        out = _run(*args)
+        err = out.stderr.decode()
+        assert out.returncode == 2, (args, err)
+        assert expected in err and "Traceback" not in err
+        assert "hint" in err
+
+
+def test_bad_config_file(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("data_dir = [")
+    out = _run("analyze", "examples/sample-8rank-oom.log", "--config", str(cfg))
+    assert out.returncode == 2 and b"not valid TOML" in out.stderr
