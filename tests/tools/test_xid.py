@@ -1,0 +1,81 @@
+"""Xid scan on real dmesg/journal excerpts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import FIXTURES
+
+from tools.runner import CommandOutput, RecordedRunner
+from tools.xid import parse_xid_line, scan_xid
+from tools.xid_catalog import XID_CATALOG_URL, explain
+
+DMESG = FIXTURES / "dmesg"
+
+
+def test_parse_line_variants() -> None:
+    x = parse_xid_line("[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the "
+                       "bus.")
+    assert x is not None
+    assert (x["pci"], x["code"], x["pid"], x["process"]) == ("0000:02:00", 79, None, None)
+    assert x["timestamp"] == "74889.644138" and x["message"] == "GPU has fallen off the bus."
+    y = parse_xid_line("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, "
+                       "Ch 00000001 caused by previous Xid 149")
+    assert y is not None and (y["pid"], y["process"]) == (1818990, "python3")
+    assert y["message"] == "Ch 00000001 caused by previous Xid 149"
+    z = parse_xid_line("NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, "
+                       "Graphics SM Warp Exception")
+    assert z is not None and z["pid"] is None and z["process"] is None
+    assert parse_xid_line("NVRM: GPU at PCI:0000:02:00: GPU-660d") is None
+
+
+def test_fallen_off_bus_file() -> None:
+    result = scan_xid(file=str(DMESG / "xid79-fallen-off-bus-aer.log"))
+    assert result.status == "success" and result.data["codes"] == {79: 1}
+    (f,) = result.findings
+    assert f.rule == "xid_gpu_fell_off_bus" and f.severity == "error"
+    assert "0000:02:00" in f.message
+
+
+def test_every_fixture_parses() -> None:
+    files = sorted(DMESG.glob("*.log"))
+    assert files, "dmesg fixtures missing"
+    for path in files:
+        result = scan_xid(file=str(path))
+        assert result.status == "success" and result.data["count"] >= 1, path.name
+        assert result.data["catalog"] == XID_CATALOG_URL
+
+
+def test_app_faults_and_nvlink_followups() -> None:
+    text = (DMESG / "xid13-xid109-sm-exception.log").read_text()
+    result = scan_xid(text=text)
+    assert result.data["codes"] == {13: 3, 109: 1}
+    assert {f.rule for f in result.findings} == {"xid_app_fault"}
+    text = (DMESG / "xid45-after-nvlink-xid145-149.log").read_text()
+    events = scan_xid(text=text).data["events"]
+    assert {e["code"] for e in events} == {45} and events[0]["severity"] == "info"
+
+
+def test_catalog() -> None:
+    assert explain(48).rule == "xid_ecc" and explain(74).rule == "xid_nvlink"
+    assert explain(99999).rule == "xid_other" and XID_CATALOG_URL in explain(99999).action
+    nonfatal = scan_xid(text="NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0")
+    assert nonfatal.findings[0].severity == "warn"
+
+
+def test_dmesg_not_permitted_falls_back_then_unavailable() -> None:
+    denied = CommandOutput(("dmesg",), 1, stderr="dmesg: read kernel buffer failed: "
+                           "Operation not permitted")
+    runner = RecordedRunner({("dmesg",): denied})
+    result = scan_xid(runner=runner)
+    assert result.status == "unavailable" and "Operation not permitted" in result.error
+    journal = ("journalctl", "-k", "--no-pager", "-q", "-b")
+    runner = RecordedRunner({("dmesg",): denied, journal: "kernel: NVRM: Xid (PCI:0000:3b:00): "
+                             "48, pid=77, name=python, DBE (double bit error) ..."})
+    ok = scan_xid(runner=runner)
+    assert ok.status == "success" and ok.findings[0].rule == "xid_ecc"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    result = scan_xid(file=str(tmp_path / "nope.log"))
+    assert result.status == "error" and "cannot read" in result.error

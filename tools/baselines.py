@@ -1,0 +1,90 @@
+"""Expected peak busbw per hardware, with sources, and the finding comparing a probe to it.
+
+Peak busbw needs large messages (>= 256 MiB-1 GiB); smaller sweeps read low.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tools.cards import card_for
+from tools.result import Finding
+
+LARGE_ENOUGH = 256 * 2**20
+#: Below this share of the baseline, the finding is a warning.
+WARN_RATIO = 0.8
+
+
+@dataclass(frozen=True)
+class Baseline:
+    key: str
+    label: str
+    collective: str
+    busbw_gbps: float
+    sources: tuple[str, ...]
+    note: str = ""
+
+
+BASELINES: tuple[Baseline, ...] = (
+    Baseline("h100_sxm_8", "8x H100 SXM (NVLink4 + NVSwitch, NVLS)", "all_reduce", 480.0,
+             ("https://github.com/NVIDIA/nccl-tests/issues/212",
+              "https://github.com/NVIDIA/nccl-tests/issues/290"),
+             "NVIDIA: ~480 GB/s peak all_reduce busbw on 8 GPUs with NVLink SHARP; "
+             "~370 GB/s for other collectives (450 GB/s line rate minus protocol overhead)"),
+    Baseline("h100_sxm_8", "8x H100 SXM (NVLink4 + NVSwitch)", "all_gather", 370.0,
+             ("https://github.com/NVIDIA/nccl-tests/issues/212",)),
+    Baseline("h100_sxm_8", "8x H100 SXM (NVLink4 + NVSwitch)", "reduce_scatter", 370.0,
+             ("https://github.com/NVIDIA/nccl-tests/issues/212",)),
+    Baseline("h200_8", "8x H200 (NVLink4 + NVSwitch, NVLS)", "all_reduce", 475.0,
+             ("https://github.com/NVIDIA/nccl-tests/issues/272",)),
+    Baseline("a100_sxm_8", "8x A100 SXM4 (NVLink3 + NVSwitch)", "all_reduce", 210.0,
+             ("https://github.com/NVIDIA/nccl-tests/issues/149",
+              "https://github.com/NVIDIA/nccl-tests/issues/178"),
+             "~200-210 GB/s peak all_reduce busbw reported on 8x A100-SXM4"),
+    Baseline("ib_ndr_400_per_nic", "InfiniBand NDR 400 Gb/s, per NIC (multi-node)",
+             "all_reduce", 47.0, ("https://github.com/NVIDIA/nccl-tests/issues/290",),
+             "NVIDIA: 46-48 GB/s per NDR NIC (run with NCCL_ALGO=RING on 2 nodes)"),
+)
+
+
+def hardware_key(backend: str, gpu_name: str | None, nproc: int) -> str | None:
+    """Which baseline family a single-node run belongs to, or None when unknown."""
+    if backend != "nccl" or not gpu_name or nproc != 8:
+        return None
+    name = gpu_name.upper()
+    if "H200" in name:
+        return "h200_8"
+    if "H100" in name and ("SXM" in name or "HBM3" in name):
+        return "h100_sxm_8"
+    if "A100" in name and "SXM" in name:
+        return "a100_sxm_8"
+    return None
+
+
+def baseline_findings(rows: list[dict[str, Any]], backend: str, gpu_name: str | None,
+                      nproc: int) -> list[Finding]:
+    """"X% of the expected busbw" per collective with a baseline, or a no-baseline note."""
+    key = hardware_key(backend, gpu_name, nproc)
+    rule = "probe_busbw_vs_baseline"
+    if key is None:
+        what = f"{backend} on {gpu_name or 'CPU'} x{nproc}"
+        return [Finding(severity="info", rule="probe_no_baseline", card=card_for(
+            "probe_no_baseline"), message=f"no bandwidth baseline for {what}; compare against "
+            "another node of the same type")]
+    out = []
+    for b in (b for b in BASELINES if b.key == key):
+        mine = [r for r in rows if r["collective"] == b.collective]
+        if not mine:
+            continue
+        peak = max(mine, key=lambda r: r["busbw_gbps"])
+        ratio = peak["busbw_gbps"] / b.busbw_gbps
+        small = max(r["bytes"] for r in mine) < LARGE_ENOUGH
+        msg = (f"{b.collective} peak busbw {peak['busbw_gbps']:.1f} GB/s at {peak['bytes']} "
+               f"bytes is {ratio:.0%} of the expected ~{b.busbw_gbps:.0f} GB/s for {b.label} "
+               f"(source: {b.sources[0]})")
+        if small:
+            msg += "; the sweep stopped below 256 MiB, so the peak is understated"
+        out.append(Finding(severity="warn" if ratio < WARN_RATIO and not small else "info",
+                           rule=rule, message=msg, card=card_for(rule)))
+    return out

@@ -1,0 +1,145 @@
+"""The declared node tools: name, LLM-facing description, bounded parameter
+model and prerequisites, plus `run_local`, which the CLI and the node agent
+call. Requests are validated against the parameter models before running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tools.busbw import COLLECTIVES
+from tools.result import ToolResult
+
+GIB = 2**30
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall",
+                     "sendrecv"]
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TopoParams(Params):
+    topo_file: str | None = Field(None, max_length=4096,
+                                  description="path of a saved `nvidia-smi topo -m` output")
+    topo_text: str | None = Field(None, max_length=200_000,
+                                  description="pasted `nvidia-smi topo -m` output")
+
+
+class EnvParams(Params):
+    import_torch: bool = Field(True, description="import torch to read its CUDA/NCCL versions")
+
+
+class ProbeParams(Params):
+    backend: Literal["nccl", "gloo"] = "nccl"
+    nproc: int | None = Field(None, ge=1, le=64, description="ranks; default: GPUs (nccl), 2")
+    min_bytes: int = Field(1024, ge=1, le=8 * GIB)
+    max_bytes: int = Field(64 * 2**20, ge=1, le=8 * GIB)
+    factor: float = Field(2.0, gt=1.0, le=1024.0)
+    warmup: int = Field(5, ge=0, le=1000)
+    iters: int = Field(20, ge=1, le=1000)
+    collective_timeout: float = Field(60.0, ge=1.0, le=1800.0,
+                                      description="seconds one collective step may take")
+    timeout: float = Field(600.0, ge=1.0, le=1800.0, description="seconds for the whole probe")
+    collectives: list[Collective] = Field(default_factory=lambda: list(COLLECTIVES),
+                                          min_length=1, max_length=6)
+    plot: str | None = Field(None, max_length=4096, description="write a busbw PNG here")
+    nccl_tests: str | None = Field(None, max_length=4096,
+                                   description="directory of NVIDIA nccl-tests binaries")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> ProbeParams:
+        if self.min_bytes > self.max_bytes:
+            raise ValueError("min_bytes must be <= max_bytes")
+        return self
+
+
+class XidParams(Params):
+    file: str | None = Field(None, max_length=4096,
+                             description="a dmesg/journal/kern.log file; default: `dmesg`")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    params: type[Params]
+    prerequisites: tuple[str, ...]
+
+
+TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
+    ToolSpec("topo",
+             "GPU and network topology of this node: GPUs (model, memory, ECC, remapped rows), "
+             "NVLink state and errors, P2P matrix, the nvidia-smi topology letters between GPUs "
+             "and NICs, NIC NUMA placement, PCIe ACS and IOMMU. Use for slow or hanging "
+             "intra-node communication, P2P/NVLink errors and GPU health.",
+             TopoParams, ("NVML (nvidia-ml-py + driver) for GPU facts; sysfs; lspci for ACS",)),
+    ToolSpec("env",
+             "Environment of this node: NCCL_*/TORCH_*/CUDA_* variables (secrets redacted), "
+             "python/torch/NCCL/CUDA/driver and framework versions, container, /dev/shm, "
+             "ulimits, cgroup memory, interfaces and MTUs, IB devices, nvidia_peermem, fabric "
+             "manager; with lint findings for risky settings.",
+             EnvParams, ()),
+    ToolSpec("probe",
+             "Run a bounded collective bandwidth sweep (all_reduce, all_gather, reduce_scatter, "
+             "broadcast, alltoall, send/recv) across local GPUs with NCCL (or CPU with gloo), "
+             "reporting algbw/busbw per size, correctness, hangs, and the share of the "
+             "expected bandwidth for known hardware.",
+             ProbeParams, ("torch with the requested backend", "GPUs for backend nccl")),
+    ToolSpec("xid",
+             "Scan kernel logs (dmesg or a given file) for NVIDIA Xid errors and explain each "
+             "code: GPU fallen off the bus, ECC, NVLink, MMU faults, with severity.",
+             XidParams, ("permission to read dmesg, or a log file",)),
+)}
+
+
+def validate(tool: str, params: dict[str, Any] | None) -> Params:
+    """The validated parameter model; KeyError for unknown tools, ValidationError on bad input."""
+    return TOOLS[tool].params.model_validate(params or {})
+
+
+def run_local(tool: str, params: dict[str, Any] | None = None) -> ToolResult:
+    """Validate and run one tool on this node. Never raises: bad input is an error result."""
+    invocation = f"{tool} {params or {}}"
+    if tool not in TOOLS:
+        return ToolResult.failed(tool, invocation,
+                                 f"unknown tool {tool!r}; known: {', '.join(TOOLS)}")
+    try:
+        p = validate(tool, params)
+    except ValidationError as exc:
+        return ToolResult.failed(tool, invocation, f"invalid parameters: {exc}")
+    try:
+        return _dispatch(tool, p)
+    except Exception as exc:  # noqa: BLE001 - a tool bug must still come back as a result
+        return ToolResult.failed(tool, invocation, f"{type(exc).__name__}: {exc}")
+
+
+def _dispatch(tool: str, p: Params) -> ToolResult:
+    if isinstance(p, TopoParams):
+        from tools.topo import collect_topology
+
+        text = p.topo_text
+        if p.topo_file:
+            try:
+                with open(p.topo_file, errors="replace") as fh:
+                    text = fh.read(2_000_000)
+            except OSError as exc:
+                return ToolResult.failed(tool, f"topo --topo-file {p.topo_file}",
+                                         f"cannot read {p.topo_file}: {exc.strerror}")
+        return collect_topology(topo_text=text)
+    if isinstance(p, EnvParams):
+        from tools.env import collect_env
+
+        return collect_env(import_torch=p.import_torch)
+    if isinstance(p, ProbeParams):
+        from tools.probe import run_probe
+
+        return run_probe(p)
+    if isinstance(p, XidParams):
+        from tools.xid import scan_xid
+
+        return scan_xid(file=p.file)
+    raise AssertionError(tool)

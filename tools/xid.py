@@ -1,0 +1,100 @@
+"""Scan kernel logs (dmesg, journal, kern.log) for `NVRM: Xid` lines and explain them."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tools.cards import card_for
+from tools.result import Finding, Severity, ToolResult
+from tools.runner import CommandRunner, SubprocessRunner, render_argv
+from tools.xid_catalog import XID_CATALOG_URL, explain
+
+TOOL = "xid"
+_XID = re.compile(r"^(?P<prefix>.*?)NVRM: Xid \((?:PCI:)?(?P<pci>[^)]*)\): (?P<code>\d+),\s*"
+                  r"(?P<rest>.*)$")
+_PID = re.compile(r"^pid=(?P<pid>'?<?[\w]+>?'?),\s*(?:name=(?P<name>[^,]*),\s*)?(?P<msg>.*)$")
+_SEVERITY_ORDER: dict[Severity, int] = {"info": 0, "warn": 1, "error": 2}
+MAX_FILE_BYTES = 512 * 2**20
+
+
+def parse_xid_line(line: str) -> dict[str, Any] | None:
+    """One `NVRM: Xid` line -> {pci, code, pid, process, message, timestamp}; else None."""
+    m = _XID.match(line.rstrip())
+    if not m:
+        return None
+    rest, pid, name = m.group("rest"), None, None
+    if pm := _PID.match(rest):
+        raw_pid = pm.group("pid").strip("'")
+        pid = int(raw_pid) if raw_pid.isdigit() else None
+        name = (pm.group("name") or "").strip() or None
+        name = None if name in ("<unknown>", "'<unknown>'") else name
+        rest = pm.group("msg")
+    prefix = m.group("prefix").strip()
+    ts = re.search(r"\[\s*(\d+\.\d+)\]", prefix)
+    return {"pci": m.group("pci"), "code": int(m.group("code")), "pid": pid, "process": name,
+            "message": rest.strip(), "timestamp": ts.group(1) if ts else prefix or None,
+            "line": line.rstrip()[:500]}
+
+
+def parse_xid_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
+    return [x for line in lines if "Xid" in line and (x := parse_xid_line(line))]
+
+
+def xid_findings(events: list[dict[str, Any]]) -> list[Finding]:
+    """One finding per (code, GPU), worst first, explaining the code."""
+    groups = Counter((e["code"], e["pci"]) for e in events)
+    out = []
+    for (code, pci), n in groups.items():
+        info = explain(code)
+        sample = next(e for e in events if e["code"] == code and e["pci"] == pci)
+        severity = info.severity
+        if "Nonfatal" in sample["message"] and severity == "error":
+            severity = "warn"
+        out.append(Finding(
+            severity=severity, rule=info.rule, card=card_for(info.rule),
+            message=f"Xid {code} ({info.name}) on GPU {pci}, {n}x: {info.action}. "
+                    f"First: {sample['message'][:160]}"))
+    return sorted(out, key=lambda f: -_SEVERITY_ORDER[f.severity])
+
+
+def _result(events: list[dict[str, Any]], invocation: str, source: str) -> ToolResult:
+    for e in events:
+        info = explain(e["code"])
+        e["name"], e["severity"] = info.name, info.severity
+    codes = Counter(e["code"] for e in events)
+    return ToolResult(tool=TOOL, status="success", invocation=invocation,
+                      data={"source": source, "count": len(events), "codes": dict(codes),
+                            "events": events[-500:], "catalog": XID_CATALOG_URL},
+                      findings=xid_findings(events))
+
+
+def scan_xid(*, file: str | None = None, text: str | None = None,
+             runner: CommandRunner | None = None) -> ToolResult:
+    """Scan `text`, a log `file`, or (default) `dmesg`, falling back to `journalctl -k`."""
+    if text is not None:
+        return _result(parse_xid_lines(text.splitlines()), "xid (text)", "text")
+    if file is not None:
+        path = Path(file)
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                return ToolResult.failed(TOOL, f"xid --file {file}",
+                                         f"{file} is larger than {MAX_FILE_BYTES >> 20} MiB")
+            with path.open(errors="replace") as fh:
+                events = parse_xid_lines(fh)
+        except OSError as exc:
+            return ToolResult.failed(TOOL, f"xid --file {file}",
+                                     f"cannot read {file}: {exc.strerror or exc}")
+        return _result(events, f"xid --file {file}", str(path))
+    runner = runner or SubprocessRunner()
+    reasons = []
+    for argv in (["dmesg"], ["journalctl", "-k", "--no-pager", "-q", "-b"]):
+        out = runner(argv, timeout=30)
+        if out.ok:
+            return _result(parse_xid_lines(out.stdout.splitlines()), render_argv(argv), argv[0])
+        reasons.append(f"{render_argv(argv)}: {out.error or out.stderr.strip()[:200]}")
+    return ToolResult.unavailable(TOOL, "dmesg", "cannot read kernel logs ("
+                                  + "; ".join(reasons) + "); pass --file with a saved log")
