@@ -8,6 +8,7 @@ subsystem that failed, whether the group ever formed. Each rule emits
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -46,6 +47,16 @@ NCCL_SOURCE_CATEGORY: tuple[tuple[str, str, float], ...] = (
 #: Xid codes: hardware faults vs errors an application usually causes.
 HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 123, 140, 154})
 APP_XIDS = frozenset({13, 31, 43, 45, 68})
+
+
+#: NCCL warnings that only say an optional component is absent (NCCL falls back).
+BENIGN_WARN = re.compile(r"libibverbs|libnccl-net|[Pp]lugin|NET/IB : No device found|libmlx5|"
+                         r"Could not find real path|NCCL_IB_DISABLE")
+
+
+def _failing_warns(report: LogReport) -> list[Fact]:
+    return [f for f in report.facts.get("nccl_warn", [])
+            if not BENIGN_WARN.search(str(f.fields.get("message", "")))]
 
 
 def _ev(facts: list[Fact] | None, n: int = 2) -> list[Evidence]:
@@ -431,7 +442,6 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         "clients_joined",
         "socket_timeout",
         "xid",
-        "nccl_warn",
         "ib_completion",
         "nccl_trace",
     )
@@ -442,7 +452,7 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         or report.has("net_ib")
         or report.has("bootstrap_if")
     )
-    if not started or any(report.has(k) for k in failure_kinds):
+    if not started or any(report.has(k) for k in failure_kinds) or _failing_warns(report):
         return []
     last_nccl = max(
         (
@@ -479,7 +489,7 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
 def warn_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     """NCCL WARN lines name the failing subsystem even without a card for the exact text."""
     out = []
-    for f in report.facts.get("nccl_warn", [])[:16]:
+    for f in _failing_warns(report)[:16]:
         msg = str(f.fields.get("message", ""))
         low = msg.lower()
         if "net/ib" in low or "ibv_" in low:
