@@ -1,0 +1,124 @@
+"""Chat models from the settings, wrapped so every request is redacted and bounded.
+
+`openai`: any OpenAI-compatible endpoint (vLLM, SGLang, LM Studio, hosted) through
+langchain-openai's chat completions; `ollama` through langchain-ollama. No retries,
+a per-call timeout and a per-call token cap; `GuardedChatModel` redacts every
+message right before the provider's HTTP call, enforces a deadline for the whole
+answer and a total token budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict, Field
+
+from bot.agent.redact import Redactor
+from bot.config import Settings
+
+
+class ProviderError(RuntimeError):
+    """The LLM is not configured usably, ran out of time or budget."""
+
+
+def make_chat_model(settings: Settings) -> BaseChatModel | None:
+    """The configured provider's chat model, or None when no LLM is configured."""
+    provider = settings.llm_provider
+    if provider is None:
+        return None
+    if not settings.llm_model:
+        raise ProviderError("NCCLBOT_LLM_MODEL is not set (the model name the endpoint serves)")
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    if provider == "openai":
+        from langchain_openai import ChatOpenAI
+
+        if not key and not settings.llm_base_url:
+            raise ProviderError("set NCCLBOT_LLM_API_KEY for a hosted endpoint, or "
+                                "NCCLBOT_LLM_BASE_URL for a local one")
+        return ChatOpenAI(model=settings.llm_model, base_url=settings.llm_base_url,
+                          api_key=key or "not-needed", timeout=settings.llm_timeout_s,
+                          max_retries=0, max_tokens=settings.llm_max_tokens, temperature=0,
+                          use_responses_api=False)
+    if provider == "ollama":
+        from langchain_ollama import ChatOllama
+
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return ChatOllama(model=settings.llm_model, base_url=settings.llm_base_url,
+                          num_predict=settings.llm_max_tokens, temperature=0,
+                          client_kwargs={"timeout": settings.llm_timeout_s, "headers": headers})
+    raise ProviderError(f"unknown LLM provider {provider!r}; use openai or ollama")
+
+
+class Budget:
+    """Wall-clock deadline and token budget shared by every call of one answer."""
+
+    def __init__(self, seconds: float, tokens: int) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.tokens_left = tokens
+        self.calls = 0
+
+    def check(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ProviderError("the LLM ran out of time for this answer")
+        if self.tokens_left <= 0:
+            raise ProviderError("the LLM used up the token budget for this answer")
+        self.calls += 1
+
+    def spend(self, result: ChatResult) -> None:
+        for gen in result.generations:
+            usage = getattr(gen.message, "usage_metadata", None) or {}
+            self.tokens_left -= int(usage.get("output_tokens", 0))
+
+
+class GuardedChatModel(BaseChatModel):
+    """Wraps a provider model: redacts the whole message list before each call."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    inner: BaseChatModel
+    redactor: Redactor
+    budget: Budget
+    on_request: Callable[[list[BaseMessage]], None] | None = Field(default=None, exclude=True)
+
+    @property
+    def _llm_type(self) -> str:
+        return f"guarded-{self.inner._llm_type}"
+
+    def redact_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        out = []
+        for m in messages:
+            update: dict[str, Any] = {"additional_kwargs": self.redactor.redact_obj(
+                m.additional_kwargs)}
+            content = m.content
+            update["content"] = (self.redactor.redact_payload(content) if isinstance(content, str)
+                                 else self.redactor.redact_obj(content))
+            if isinstance(m, AIMessage):
+                update["tool_calls"] = [{**c, "args": self.redactor.redact_obj(c["args"])}
+                                        for c in m.tool_calls]
+                update["invalid_tool_calls"] = self.redactor.redact_obj(m.invalid_tool_calls)
+            out.append(m.model_copy(update=update))
+        if self.on_request is not None:
+            self.on_request(out)
+        return out
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None,
+                  **kwargs: Any) -> ChatResult:
+        self.budget.check()
+        result = self.inner._generate(self.redact_messages(messages), stop=stop, **kwargs)
+        self.budget.spend(result)
+        return result
+
+    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+                   *, tool_choice: str | None = None,
+                   **kwargs: Any) -> Runnable[Any, AIMessage]:
+        bound = self.inner.bind_tools(tools, tool_choice=tool_choice, **kwargs)
+        return self.bind(**getattr(bound, "kwargs", {}))

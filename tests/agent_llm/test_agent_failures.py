@@ -1,0 +1,146 @@
+"""Hallucinations, malformed answers, timeouts and missing providers: never a hang or empty reply."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bot.agent import respond
+from tests.agent_llm.conftest import (
+    OOM_CARD,
+    ROOT,
+    analysis,
+    answer,
+    assert_no_secrets,
+    grounded_final,
+    settings_for,
+)
+
+ANALYZE = {"tool_calls": [("analyze_log", {"attachment": "train.log"})]}
+
+
+def _deterministic(out: dict) -> None:
+    assert out["llm"] == {"used": False}
+    assert out["diagnosis"]["root_causes"][0]["card"] == OOM_CARD  # the analysis still answers
+    assert out["summary"]
+
+
+def test_hallucinated_card_is_dropped_and_said(llm, crash_log: Path):
+    def final(req: dict) -> dict:
+        rc = analysis(req)["root_causes"][0]
+        return answer(explanation="two causes",
+                      root_causes=[
+                          {"category": "rank_crashed", "card": "gpu-melted-by-cosmic-rays",
+                           "confidence": 0.9, "evidence": rc["evidence"][:1]},
+                          {"category": "not_a_category", "card": OOM_CARD, "confidence": 1.7,
+                           "evidence": [*rc["evidence"][:1],
+                                        {"file": "train.log", "line": 99999,
+                                         "text": "NCCL WARN invented line"}]}],
+                      remediation=[{"card": "gpu-melted-by-cosmic-rays", "step": 1},
+                                   {"card": OOM_CARD, "step": 42}],
+                      citations=["gpu-melted-by-cosmic-rays", OOM_CARD])
+
+    srv = llm(ANALYZE, final)
+    out = respond("why?", [crash_log], settings=settings_for(srv))
+    assert out["llm"]["used"]
+    causes = out["diagnosis"]["root_causes"]
+    assert [c["card"] for c in causes] == [OOM_CARD]
+    assert causes[0]["category"] == "rank_crashed" and causes[0]["confidence"] == 1.0
+    assert len(causes[0]["evidence"]) == 1
+    assert [c["card"] for c in out["citations"]] == [OOM_CARD]
+    notes = "\n".join(out["notes"])
+    assert "gpu-melted-by-cosmic-rays" in notes and "no tool returned it" in notes
+    assert "repaired category 'not_a_category'" in notes
+    assert "dropped evidence train.log:99999" in notes
+    assert "step" in notes and "#42" in notes
+    kinds = sorted({d["kind"] for d in out["llm"]["dropped"]})
+    assert kinds == ["category", "citation", "evidence", "remediation", "root_cause"]
+    # Remediation fell back to the steps of the card that survived.
+    assert len(out["remediation"]["en"]) >= 3
+
+
+def test_only_hallucinations_fall_back_to_deterministic(llm, crash_log: Path):
+    srv = llm(ANALYZE, answer(explanation="It is DNS.",
+                              root_causes=[{"category": "rank_crashed", "card": "made-up-card",
+                                            "confidence": 0.9}],
+                              citations=["made-up-card"]))
+    out = respond("why?", [crash_log], settings=settings_for(srv))
+    _deterministic(out)
+    assert any("made-up-card" in n for n in out["notes"])
+    assert any("deterministic answer" in n for n in out["notes"])
+
+
+def test_malformed_answer_is_repaired_once(llm, crash_log: Path):
+    srv = llm(ANALYZE, {"content": "The root cause is OOM, I think."}, grounded_final)
+    out = respond("why?", [crash_log], settings=settings_for(srv))
+    assert out["llm"]["used"] and out["diagnosis"]["root_causes"][0]["card"] == OOM_CARD
+    assert any("malformed" in n for n in out["notes"])
+    assert "could not be used" in srv.requests[-1]["messages"][-1]["content"]
+
+
+def test_malformed_twice_falls_back(llm, crash_log: Path):
+    srv = llm(ANALYZE, {"content": "{not json"}, {"content": '{"root_causes": "nope"}'})
+    out = respond("why?", [crash_log], settings=settings_for(srv))
+    _deterministic(out)
+    assert any("malformed twice" in n for n in out["notes"])
+    assert_no_secrets(srv)
+
+
+def test_timeout_falls_back_fast(llm, crash_log: Path):
+    srv = llm({"sleep": 10, "content": "{}"})
+    start = time.monotonic()
+    out = respond("why?", [crash_log], settings=settings_for(srv, llm_timeout_s=0.5))
+    assert time.monotonic() - start < 5
+    _deterministic(out)
+    assert any(n.startswith("LLM unavailable (") and "Timeout" in n for n in out["notes"])
+
+
+def test_server_error_falls_back(llm, crash_log: Path):
+    srv = llm()  # empty script: HTTP 500
+    out = respond("why?", [crash_log], settings=settings_for(srv))
+    _deterministic(out)
+    assert any(n.startswith("LLM unavailable (") for n in out["notes"])
+    assert len(srv.requests) == 1  # no retries
+
+
+def test_unreachable_endpoint_falls_back(crash_log: Path):
+    from bot.config import Settings
+
+    s = Settings(llm_provider="openai", llm_model="m", llm_base_url="http://127.0.0.1:9/v1",
+                 llm_timeout_s=2)
+    out = respond("why?", [crash_log], settings=s)
+    _deterministic(out)
+    assert any("LLM unavailable" in n for n in out["notes"])
+
+
+def test_provider_misconfigured_falls_back(crash_log: Path):
+    from bot.config import Settings
+
+    out = respond("why?", [crash_log], settings=Settings(llm_provider="ollama"))
+    _deterministic(out)
+    assert any("NCCLBOT_LLM_MODEL" in n for n in out["notes"])
+
+
+def test_no_provider_is_deterministic_without_langchain(crash_log: Path):
+    code = ("import sys, json; from bot.agent import respond; "
+            f"out = respond('why?', [{str(crash_log)!r}]); "
+            "assert not [m for m in sys.modules if m.startswith('langchain')]; "
+            "print(json.dumps(out['notes']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "no provider configured" in proc.stdout
+
+
+def test_ollama_unreachable_falls_back(crash_log: Path):
+    from bot.config import Settings
+
+    s = Settings(llm_provider="ollama", llm_model="llama3", llm_base_url="http://127.0.0.1:9",
+                 llm_timeout_s=2)
+    start = time.monotonic()
+    out = respond("why?", [crash_log], settings=s)
+    assert time.monotonic() - start < 10
+    _deterministic(out)
+    assert any(n.startswith("LLM unavailable (") for n in out["notes"])
