@@ -1,0 +1,108 @@
+"""`ncclbot node topo|env|probe|xid [--node NAME | --nodes A,B,..]` and `ncclbot nodes`.
+
+The commands are the tools' own (`tools.cli.node_app`), wrapped with `--node`: without it
+they run here; with it the same parameters go, signed, to that node's agent. `probe
+--nodes` runs one sweep across several agents and localizes a slow or broken node/link.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="TOML settings file (or NCCLBOT_CONFIG).")
+]
+_KW = inspect.Parameter.KEYWORD_ONLY
+_LOCAL_ONLY = ("json_out",)
+
+
+def _extra_params(tool: str) -> list[inspect.Parameter]:
+    extra = [
+        inspect.Parameter("node", _KW, annotation=str | None, default=typer.Option(
+            None, "--node", help="Run on this node's agent (a name in NCCLBOT_NODES_FILE).")),
+        inspect.Parameter("config", _KW, annotation=Path | None, default=typer.Option(
+            None, "--config", help="TOML settings file (or NCCLBOT_CONFIG).")),
+    ]
+    if tool == "probe":
+        extra += [
+            inspect.Parameter("nodes", _KW, annotation=str | None, default=typer.Option(
+                None, "--nodes", help="Comma list of nodes/groups: one multi-node sweep, then "
+                "pairwise rounds naming the slow or broken node or link.")),
+            inspect.Parameter("localize", _KW, annotation=str, default=typer.Option(
+                "auto", "--localize", help="auto (when slow/failed), always or never.")),
+            inspect.Parameter("expected_busbw", _KW, annotation=float | None, default=typer.Option(
+                None, "--expected-busbw", help="GB/s the full group should reach.")),
+        ]
+    return extra
+
+
+def to_params(tool: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The tool command's options as the agent's request body."""
+    from tools.registry import TOOLS
+
+    fields = TOOLS[tool].params.model_fields
+    params = {k: v for k, v in kwargs.items() if k in fields and v is not None}
+    if isinstance(params.get("collectives"), str):
+        params["collectives"] = [c.strip() for c in params["collectives"].split(",") if c.strip()]
+    return params
+
+
+def wrap(tool: str, callback: Callable[..., Any]) -> Callable[..., Any]:
+    """`callback` with --node (and --nodes for probe) added; remote when a node is named."""
+    sig = inspect.signature(callback)
+    hints = typing.get_type_hints(callback)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation))
+              for p in sig.parameters.values()]
+    extra = _extra_params(tool)
+
+    def command(**kwargs: Any) -> None:
+        node, config = kwargs.pop("node"), kwargs.pop("config")
+        nodes = kwargs.pop("nodes", None)
+        localize_mode = kwargs.pop("localize", "auto")
+        expected = kwargs.pop("expected_busbw", None)
+        if node is None and nodes is None:
+            callback(**kwargs)
+            return
+        as_json = bool(kwargs.get("json_out"))
+        body = to_params(tool, kwargs)
+        if nodes is not None:
+            from bot.nodes.commands import run_multi
+
+            run_multi(config, nodes, body, as_json, localize_mode, expected)
+        else:
+            from bot.nodes.commands import run_remote
+
+            run_remote(config, node, tool, body, as_json)
+
+    command.__signature__ = sig.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in [*params, *extra]}
+    command.__doc__ = callback.__doc__
+    command.__name__ = tool
+    return command
+
+
+def nodes_list(config: ConfigOpt = None, as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List the nodes and groups in the inventory (NCCLBOT_NODES_FILE)."""
+    from bot.nodes.commands import list_nodes
+
+    list_nodes(config, as_json)
+
+
+def register(app: typer.Typer, serve_app: typer.Typer) -> None:
+    from tools.cli import node_app
+
+    wrapped = typer.Typer(help=node_app.info.help, no_args_is_help=True)
+    for info in node_app.registered_commands:
+        if info.callback is None:
+            continue
+        name = info.name or info.callback.__name__
+        wrapped.command(name, help=info.help)(wrap(name, info.callback))
+    app.add_typer(wrapped, name="node")
+    app.command("nodes")(nodes_list)

@@ -1,0 +1,154 @@
+"""A signed HTTP client for one node agent, with timeouts and bounded retries for reads.
+
+Every failure is a NodeError that says what happened and what to do next: unreachable
+agent, authentication refused, busy node (who and since when), timeout, bad parameters.
+`transport` is the one seam for tests (an httpx transport); real tests use a local agent.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import ssl
+import time
+from typing import Any
+
+import httpx
+
+from bot.errors import NodeError
+from bot.nodes.inventory import Node
+from tools.agent.auth import load_secret, signed_headers
+from tools.result import ToolResult
+
+READ_TOOLS = ("topo", "env", "xid")
+RETRY_STATUS = (502, 503, 504)
+
+
+def cli_user() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli:unknown"
+
+
+class NodeClient:
+    """Talks to the agent of one node. Use as a context manager, or call close()."""
+
+    def __init__(self, node: Node, secret: bytes, user: str, *, timeout: float = 30.0,
+                 retries: int = 2, backoff_s: float = 0.3, verify: ssl.SSLContext | bool = True,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.node, self.secret, self.user = node, secret, user
+        self.timeout, self.retries, self.backoff_s = timeout, retries, backoff_s
+        self._http = httpx.Client(base_url=node.url, verify=verify, transport=transport,
+                                  timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)))
+
+    def __enter__(self) -> NodeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- public calls -----------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        return self._call("GET", "/health", None, idempotent=True, signed=False)
+
+    def run(self, tool: str, params: dict[str, Any] | None = None,
+            timeout: float | None = None) -> ToolResult:
+        """Run one tool there; reads are retried, probes never."""
+        body = {k: v for k, v in (params or {}).items() if v is not None}
+        data = self._call("POST", f"/v1/{tool}", body, idempotent=tool in READ_TOOLS,
+                          timeout=timeout)
+        try:
+            return ToolResult.model_validate(data)
+        except ValueError as exc:
+            raise NodeError(f"agent on {self.node.name} sent a malformed result: {exc}") from exc
+
+    def probe_port(self) -> int:
+        return int(self._call("POST", "/v1/probe/port", {}, idempotent=False)["port"])
+
+    # -- plumbing ---------------------------------------------------------------
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool,
+              signed: bool = True, timeout: float | None = None) -> dict[str, Any]:
+        payload = json.dumps(body).encode() if body is not None else b""
+        attempts = 1 + (self.retries if idempotent else 0)
+        for attempt in range(attempts):
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            if signed:
+                headers.update(signed_headers(self.secret, method, path, payload, self.user))
+            try:
+                resp = self._http.request(method, path, content=payload or None, headers=headers,
+                                          timeout=timeout or httpx.USE_CLIENT_DEFAULT)
+            except httpx.TimeoutException as exc:
+                if attempt + 1 < attempts:
+                    time.sleep(self.backoff_s * 2**attempt)
+                    continue
+                raise NodeError(
+                    f"agent on {self.node.name} ({self.node.url}) timed out after "
+                    f"{timeout or self.timeout:g} s ({type(exc).__name__})",
+                    hint="The node may be overloaded or the request too big; retry with a "
+                    "smaller probe, or check the agent's audit log.") from exc
+            except httpx.TransportError as exc:
+                if attempt + 1 < attempts:
+                    time.sleep(self.backoff_s * 2**attempt)
+                    continue
+                raise NodeError(
+                    f"agent on {self.node.name} ({self.node.url}) is unreachable: {exc}",
+                    hint="Is `ncclbot serve agent` running there, and is the port open from "
+                    "the bot? Check the url in NCCLBOT_NODES_FILE.") from exc
+            if resp.status_code in RETRY_STATUS and attempt + 1 < attempts:
+                time.sleep(self.backoff_s * 2**attempt)
+                continue
+            return self._decode(resp)
+        raise AssertionError("unreachable")
+
+    def _decode(self, resp: httpx.Response) -> dict[str, Any]:
+        try:
+            data = resp.json()
+        except ValueError:
+            data = {"detail": resp.text[:300]}
+        if resp.status_code == 200 and isinstance(data, dict):
+            return data
+        detail = data.get("detail") if isinstance(data, dict) else str(data)
+        name, code = self.node.name, resp.status_code
+        if code == 401:
+            raise NodeError(f"agent on {name} refused authentication: {detail}",
+                            hint="NCCLBOT_AGENT_SECRET (or _FILE) must be the same on the bot "
+                            "and the agent, and both clocks within 5 minutes (NTP).")
+        if code == 403:
+            raise NodeError(f"agent on {name} refused: {detail}")
+        if code == 409:
+            raise NodeError(f"node {name} is busy: {detail}",
+                            hint="Wait for the running probe to finish, or ask its owner.")
+        if code in (413, 422):
+            raise NodeError(f"agent on {name} rejected the request: {detail}",
+                            hint="Stay within the documented parameter bounds.")
+        raise NodeError(f"agent on {name} answered HTTP {code}: {detail}",
+                        hint="Check the agent's log and audit log on the node.")
+
+
+def tls_context(settings: Any) -> ssl.SSLContext | bool:
+    """Verify agents with NCCLBOT_AGENT_CA_FILE; present agent_tls_cert/key for mutual TLS."""
+    ca, cert, key = settings.agent_ca_file, settings.agent_tls_cert, settings.agent_tls_key
+    if ca is None and cert is None:
+        return True
+    ctx = ssl.create_default_context(cafile=str(ca) if ca else None)
+    if cert is not None:
+        ctx.load_cert_chain(str(cert), str(key) if key else None)
+    return ctx
+
+
+def client_for(settings: Any, node: Node, user: str | None = None, *,
+               transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> NodeClient:
+    """A client for `node` from the settings (secret, TLS)."""
+    value = settings.agent_secret
+    try:
+        secret = load_secret(value.get_secret_value() if value is not None else None,
+                             settings.agent_secret_file)
+    except ValueError as exc:
+        raise NodeError(str(exc), hint="The bot signs agent requests with the same secret "
+                        "the agents use.") from exc
+    return NodeClient(node, secret, user or cli_user(), timeout=timeout,
+                      verify=tls_context(settings), transport=transport)

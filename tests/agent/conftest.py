@@ -1,0 +1,117 @@
+"""Agents as real processes (or in-process uvicorn) on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.nodes.client import NodeClient
+from bot.nodes.inventory import Node
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "test-secret-0123456789abcdef"
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Agent:
+    name: str
+    url: str
+    audit: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def node(self) -> Node:
+        return Node(name=self.name, url=self.url)
+
+    def client(self, secret: str = SECRET, user: str = "slack:U1", **kw: Any) -> NodeClient:
+        return NodeClient(self.node, secret.encode(), user, **kw)
+
+    def audit_lines(self) -> list[str]:
+        return self.audit.read_text().splitlines() if self.audit.exists() else []
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, limit: float = 20) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"agent exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"agent at {url} did not come up")
+
+
+def start_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None) -> Agent:
+    port = free_port()
+    audit = tmp / f"{name}-audit.jsonl"
+    argv = [sys.executable, "-m", "bot.cli.main", "serve", "agent", "--host", LOOPBACK,
+            "--port", str(port), "--audit-log", str(audit), "--force-user", "slack:ONCALL"]
+    if os.geteuid() == 0:
+        argv.append("--allow-root")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NCCLBOT_")}
+    full_env.update(NCCLBOT_AGENT_SECRET=SECRET, GLOO_SOCKET_IFNAME="lo",
+                    NCCLBOT_DATA_DIR=str(tmp / "data"), **(env or {}))
+    log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the agent
+    proc = subprocess.Popen(argv, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    agent = Agent(name, f"http://{LOOPBACK}:{port}", audit, proc)
+    wait_healthy(agent.url, proc)
+    return agent
+
+
+def stop_agent(agent: Agent) -> None:
+    if agent.proc is not None and agent.proc.poll() is None:
+        agent.proc.terminate()
+        try:
+            agent.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            agent.proc.kill()
+            agent.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    a = start_agent(tmp_path_factory.mktemp("agent"))
+    yield a
+    stop_agent(a)
+
+
+@pytest.fixture
+def inprocess_agent(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Agent]:
+    """create_app(...) under uvicorn in a thread; `request.param` are create_app kwargs."""
+    import uvicorn
+
+    from tools.agent.app import create_app
+
+    kwargs = getattr(request, "param", {})
+    audit = tmp_path / "audit.jsonl"
+    app = create_app(secret=SECRET.encode(), audit_log=audit, **kwargs)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    a = Agent("inproc", f"http://{LOOPBACK}:{port}", audit)
+    wait_healthy(a.url)
+    yield a
+    server.should_exit = True
+    thread.join(10)

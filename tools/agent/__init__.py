@@ -1,0 +1,1 @@
+"""The node agent: an authenticated HTTP service serving this node's diagnostics."""

@@ -1,0 +1,85 @@
+"""Request bodies the agent accepts: the tools' parameter models, narrowed for remote callers.
+
+Remote callers may not name files to write or binaries to run, and may read only the
+fixed kernel-log files; everything else keeps the bounds of `tools.registry`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tools.registry import EnvParams, ProbeParams, TopoParams, XidParams
+
+#: The only files a remote caller may ask the Xid scan to read.
+ALLOWED_LOG_FILES = ("/var/log/kern.log", "/var/log/syslog", "/var/log/messages",
+                     "/var/log/dmesg")
+_HOST = r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$"
+
+
+class TopoRequest(TopoParams):
+    @field_validator("topo_file")
+    @classmethod
+    def _no_file(cls, v: str | None) -> str | None:
+        if v is not None:
+            raise ValueError("topo_file is not accepted through the agent; send topo_text")
+        return v
+
+
+class EnvRequest(EnvParams):
+    pass
+
+
+class XidRequest(XidParams):
+    @field_validator("file")
+    @classmethod
+    def _allowed_file(cls, v: str | None) -> str | None:
+        if v is not None and v not in ALLOWED_LOG_FILES:
+            raise ValueError(f"file must be one of {', '.join(ALLOWED_LOG_FILES)} "
+                             "(or omitted for dmesg)")
+        return v
+
+
+class Rendezvous(BaseModel):
+    """Where this node's ranks join a multi-node probe (env:// rendezvous, torchrun style)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master_addr: str = Field(pattern=_HOST, max_length=253,
+                             description="address of the node whose rank 0 hosts the store")
+    master_port: int = Field(ge=1024, le=65535)
+    node_rank: int = Field(ge=0, le=1023)
+    nnodes: int = Field(ge=1, le=1024)
+    group_id: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9_-]*$",
+                          description="shown in the audit log")
+
+    @model_validator(mode="after")
+    def _rank(self) -> Rendezvous:
+        if self.node_rank >= self.nnodes:
+            raise ValueError("node_rank must be < nnodes")
+        return self
+
+
+class ProbeRequest(ProbeParams):
+    force: bool = Field(False, description="run even while processes hold the GPUs "
+                        "(only for users in the agent's force allow list)")
+    rendezvous: Rendezvous | None = Field(None, description="join a multi-node probe")
+
+    @field_validator("plot", "nccl_tests")
+    @classmethod
+    def _no_paths(cls, v: str | None) -> str | None:
+        if v is not None:
+            raise ValueError("not accepted through the agent (no files written, no binaries run)")
+        return v
+
+    @model_validator(mode="after")
+    def _group(self) -> ProbeRequest:
+        if self.rendezvous is not None and self.nproc is None:
+            raise ValueError("nproc (ranks per node) is required with rendezvous")
+        return self
+
+    def tool_params(self) -> ProbeParams:
+        return ProbeParams.model_validate(self.model_dump(exclude={"force", "rendezvous"}))
+
+
+class PortReply(BaseModel):
+    port: int
