@@ -18,7 +18,7 @@ from bot.logs.model import (
     TimeoutRecord,
 )
 from bot.logs.prefixes import LineInfo, clean, parse_line
-from bot.logs.scanner import MAX_TEXT, Hit, PatternSet, Trigger
+from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Trigger
 from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
 #: Exceptions that report a communication failure rather than cause one.
@@ -78,9 +78,10 @@ class Analyzer:
         for source in sources:
             report.sources.append(source.stats)
             state = _SourceState(source.name)
-            for hit in self.patterns.scan(read_chunks(source, limits)):
+            count = LineCount()
+            for hit in self.patterns.scan(read_chunks(source, limits), count):
                 self._on_hit(report, state, source.name, hit)
-            source.stats.lines = self.patterns.lines
+            source.stats.lines = count.lines
             _flush(report, state)
         _finish(report)
         if report.total_bytes == 0:

@@ -10,6 +10,7 @@ line after them) are decoded and handed on, with their 1-based line numbers.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -38,6 +39,13 @@ class Hit:
     context: bool = False  # handed on only as the line after a trigger
 
 
+@dataclass(slots=True)
+class LineCount:
+    """Lines seen so far in one stream (kept per scan, so scans can run in parallel)."""
+
+    lines: int = 0
+
+
 class PatternSet:
     """Compiled triggers; `scan` turns chunks of one source into hits, in order."""
 
@@ -46,8 +54,8 @@ class PatternSet:
         self._by_id = {t.id: t for t in self.triggers}
         self._after = {t.id: t.after for t in self.triggers if t.after}
         self._db = None
+        self._local = threading.local()  # one Hyperscan scratch per thread
         self._slow: list[Trigger] = []
-        self.lines = 0
         if _hs is not None:
             self._db, self._slow = _compile_hyperscan(self.triggers)
         else:
@@ -63,11 +71,11 @@ class PatternSet:
     def engine(self) -> str:
         return "hyperscan" if self._db is not None else "re"
 
-    def scan(self, chunks: Iterable[bytes]) -> Iterator[Hit]:
+    def scan(self, chunks: Iterable[bytes], counter: LineCount | None = None) -> Iterator[Hit]:
         """Hits in order. Chunks are scanned in place; only a line split across two
-        chunks is copied. `self.lines` holds the number of lines seen when done."""
+        chunks is copied. `counter.lines` holds the number of lines seen when done."""
         carry = b""
-        self.lines = 0
+        count = counter if counter is not None else LineCount()
         for chunk in chunks:
             lo = 0
             if carry:
@@ -78,18 +86,18 @@ class PatternSet:
                 lo = len(chunk) if first < 0 else first + 1
                 joined = carry + chunk[:lo]
                 carry = b""
-                yield from self._scan_block(joined, 0, len(joined))
+                yield from self._scan_block(joined, 0, len(joined), count)
             cut = chunk.rfind(b"\n", lo) + 1
             if cut <= lo:  # no newline in the rest of this chunk
                 carry = chunk[lo:]
                 if len(carry) >= MAX_LINE:
-                    yield from self._scan_block(carry, 0, len(carry))
+                    yield from self._scan_block(carry, 0, len(carry), count)
                     carry = b""
                 continue
-            yield from self._scan_block(chunk, lo, cut)
+            yield from self._scan_block(chunk, lo, cut, count)
             carry = chunk[cut:]
         if carry:
-            yield from self._scan_block(carry, 0, len(carry))
+            yield from self._scan_block(carry, 0, len(carry), count)
 
     def _matches(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
         """Map line-start offset -> ids of the triggers that matched on that line."""
@@ -104,7 +112,10 @@ class PatternSet:
             def on_match(tid: int, _frm: int, to: int, _flags: int, _ctx: object) -> None:
                 add(tid, lo + to)
 
-            self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match)
+            scratch = getattr(self._local, "scratch", None)
+            if scratch is None:
+                scratch = self._local.scratch = _hs.Scratch(self._db)
+            self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
         if self._slow_re:
             if self._slow_any is not None:
                 starts = {max(buf.rfind(b"\n", lo, m.start()) + 1, lo)
@@ -121,7 +132,7 @@ class PatternSet:
                         add(tid, m.end() if m.end() > m.start() else m.start() + 1)
         return found
 
-    def _scan_block(self, buf: bytes, lo: int, hi: int) -> Iterator[Hit]:
+    def _scan_block(self, buf: bytes, lo: int, hi: int, count: LineCount) -> Iterator[Hit]:
         found = self._matches(buf, lo, hi)
         wanted: dict[int, tuple[frozenset[int], bool]] = {}
         for start, ids in found.items():
@@ -134,7 +145,7 @@ class PatternSet:
                     break
                 pos = nxt + 1
                 wanted.setdefault(pos, (frozenset(), True))
-        last_pos, line = lo, self.lines + 1
+        last_pos, line = lo, count.lines + 1
         for start in sorted(wanted):
             line += buf.count(b"\n", last_pos, start)
             last_pos = start
@@ -143,7 +154,7 @@ class PatternSet:
             ids, is_context = wanted[start]
             yield Hit(line, raw.decode("utf-8", "replace"), ids, is_context)
         newlines = buf.count(b"\n", last_pos, hi)
-        self.lines = line - 1 + newlines + (0 if buf.endswith(b"\n", lo, hi) else 1)
+        count.lines = line - 1 + newlines + (0 if buf.endswith(b"\n", lo, hi) else 1)
 
 
 def _compile_hyperscan(triggers: list[Trigger]) -> tuple[object | None, list[Trigger]]:

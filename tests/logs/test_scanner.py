@@ -67,6 +67,23 @@ def test_hits_match_a_line_by_line_reference(seed, engine, monkeypatch):
         pytest.skip("hyperscan not installed on this platform")
     data = _log(seed)
     ps = PatternSet(TRIGGERS)
-    hits = list(ps.scan(_chunks(data, random.Random(seed))))
+    count = scanner.LineCount()
+    hits = list(ps.scan(_chunks(data, random.Random(seed)), count))
     assert [(h.line, h.context) for h in hits] == _reference(data)
-    assert ps.lines == len(data.rstrip(b"\n").split(b"\n"))
+    assert count.lines == len(data.rstrip(b"\n").split(b"\n"))
+
+
+def test_concurrent_scans_from_many_threads():
+    """Slack answers several logs at once: each thread needs its own scratch space."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ps = PatternSet(TRIGGERS)
+    data = _log(1)
+    expected = _reference(data)
+
+    def run(_: int) -> list[tuple[int, bool]]:
+        return [(h.line, h.context) for h in ps.scan(_chunks(data, random.Random(3)))]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(run, range(16)))
+    assert all(r == expected for r in results)
