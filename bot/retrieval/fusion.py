@@ -1,0 +1,63 @@
+"""Weighted reciprocal rank fusion (pure).
+
+Each channel (bm25, dense, signature) gives a ranked list of cards. A card's fused score is
+
+    score(card) = sum over channels c of  w_c / (K + rank_c(card))      (rank from 1)
+
+RRF uses ranks, not raw scores, so channels with incomparable scales (BM25 sums, cosine
+similarities compressed into 0.76-0.92, signature noisy-OR) combine without calibration;
+the weights say how much each channel is trusted. K (default 20, smaller than the usual 60
+because the corpus has under a hundred cards) flattens the gap between neighbouring ranks.
+Each fused hit keeps, per channel, its rank, raw score and the reason it ranked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+K = 20
+DEFAULT_WEIGHTS: dict[str, float] = {"bm25": 1.0, "dense": 1.0, "signature": 2.0}
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One card in one channel's ranking."""
+
+    card: str
+    score: float
+    reason: str = ""
+
+
+@dataclass
+class Fused:
+    card: str
+    score: float
+    channels: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
+
+    @property
+    def why(self) -> list[str]:
+        return [f"{name} #{info['rank']}: {info['reason']}" if info.get("reason")
+                else f"{name} #{info['rank']}" for name, info in self.channels.items()]
+
+
+def rrf(rankings: Mapping[str, Sequence[Ranked]], weights: Mapping[str, float] | None = None,
+        k: int = K) -> list[Fused]:
+    """Fuse ranked lists (best first) into one, best first; ties broken by card id."""
+    weights = weights or DEFAULT_WEIGHTS
+    fused: dict[str, Fused] = {}
+    for channel, ranked in rankings.items():
+        w = weights.get(channel, 1.0)
+        if w <= 0:
+            continue
+        seen: set[str] = set()
+        for item in ranked:
+            if item.card in seen:
+                continue
+            seen.add(item.card)
+            rank = len(seen)
+            hit = fused.setdefault(item.card, Fused(item.card, 0.0))
+            hit.score += w / (k + rank)
+            hit.channels[channel] = {"rank": rank, "score": round(item.score, 4),
+                                     "reason": item.reason}
+    return sorted(fused.values(), key=lambda f: (-f.score, f.card))

@@ -1,0 +1,68 @@
+"""`ncclbot ask`: the JSON contract, --lang auto, next steps for vague questions, logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bot.ask import answer_question
+from bot.cli.main import app
+from bot.config import Settings
+from bot.retrieval.search import Retriever
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
+
+
+def _contract(answer: dict) -> None:
+    rcs = answer["diagnosis"]["root_causes"]
+    assert rcs and {"category", "card", "confidence", "evidence"} <= set(rcs[0])
+    assert set(answer["remediation"]) and isinstance(answer["citations"], list)
+    for c in answer["citations"]:
+        assert {"card", "title", "sources"} <= set(c)
+    assert answer["retrieval"] and {"card", "score", "why"} <= set(answer["retrieval"][0])
+
+
+def test_specific_question(settings: Settings, retriever: Retriever) -> None:
+    a = answer_question("Xid 79 GPU has fallen off the bus on node-7", settings=settings)
+    _contract(a)
+    assert a["verdict"] == "diagnosed"
+    assert a["diagnosis"]["root_causes"][0]["category"] == "gpu_hardware_fault"
+    assert a["remediation"]["en"] and a["remediation"]["zh"]
+    assert "next_steps" not in a
+
+
+def test_vague_question_gets_next_steps(settings: Settings, retriever: Retriever) -> None:
+    a = answer_question("my distributed training is stuck, what should I check", settings=settings)
+    assert a["verdict"] == "unknown"
+    assert len(a["diagnosis"]["root_causes"]) >= 2
+    steps = a["next_steps"]
+    assert steps["en"] and len(steps["en"]) == len(steps["zh"])
+    assert any("--log" in s for s in steps["en"])  # no log given: ask for one
+
+
+def test_lang_auto_via_cli(settings: Settings, retriever: Retriever,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NCCLBOT_DATA_DIR", str(settings.data_dir))
+    out = CliRunner().invoke(app, ["ask", "容器里共享内存不够，NCCL 报 unhandled system error",
+                                   "--lang", "auto", "--json"])
+    assert out.exit_code == 0, out.output
+    a = json.loads(out.stdout)
+    _contract(a)
+    assert a["lang"] == "zh" and set(a["remediation"]) == {"zh"}
+    assert a["diagnosis"]["root_causes"][0]["category"] == "shm_ipc_container"
+    out = CliRunner().invoke(app, ["ask", "NCCL socket ifname wrong", "--lang", "auto", "--json"])
+    assert json.loads(out.stdout)["lang"] == "en"
+
+
+def test_decisive_log_dominates_question(settings: Settings, retriever: Retriever,
+                                         tmp_path: Path) -> None:
+    case = yaml.safe_load((FIXTURES / "nccl-socket-ifname-matches-no-interface.yaml").read_text())
+    log = tmp_path / "train.log"
+    log.write_text(case["log"])
+    a = answer_question("is this a GPU hardware problem like Xid 79?", [str(log)], "en", settings)
+    assert a["diagnosis"]["root_causes"][0]["category"] == case["category"]
+    assert any(r["card"] == case["card"] and "signature" in r["channels"] for r in a["retrieval"])

