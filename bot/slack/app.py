@@ -1,0 +1,66 @@
+"""`create_app(settings, client=None)`: the bolt App wired to the troubleshooting service."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from slack_bolt import App
+from slack_sdk import WebClient
+
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.slack.answering import make_answerer, question_aware
+from bot.slack.authz import OncallAuthz
+from bot.slack.deps import Deps
+from bot.slack.listeners import register
+from bot.slack.nodes import make_runner
+from bot.slack.ratelimit import Limits
+from bot.slack.store import Store
+
+
+def _secret(value: Any) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+def web_client(settings: Settings) -> WebClient:
+    token = _secret(settings.slack_bot_token)
+    if not token:
+        raise ConfigError("SLACK_BOT_TOKEN is not set",
+                          hint="Install the app to your workspace and export its xoxb- token; "
+                          "see docs/slack.md.")
+    kwargs: dict[str, Any] = {"token": token, "timeout": 60}
+    if settings.slack_api_url:
+        kwargs["base_url"] = settings.slack_api_url.rstrip("/") + "/"
+    return WebClient(**kwargs)
+
+
+def create_app(settings: Settings, client: WebClient | None = None, *, http: bool = False,
+               deps: Deps | None = None, workers: int = 16, **app_kwargs: Any) -> App:
+    """The app; `http=True` requires the signing secret (Events API over HTTP)."""
+    client = client or web_client(settings)
+    secret = _secret(settings.slack_signing_secret) or ""
+    if http and not secret:
+        raise ConfigError("SLACK_SIGNING_SECRET is not set",
+                          hint="HTTP mode verifies every request; copy the Signing Secret from "
+                          "the app's Basic Information page.")
+    app = App(client=client, signing_secret=secret, request_verification_enabled=bool(secret),
+              listener_executor=ThreadPoolExecutor(max_workers=workers,
+                                                   thread_name_prefix="ncclbot-slack"),
+              **app_kwargs)
+    register(app, deps or build_deps(settings, client))
+    return app
+
+
+def build_deps(settings: Settings, client: WebClient) -> Deps:
+    return Deps(
+        settings=settings,
+        store=Store(settings.state_db),
+        authz=OncallAuthz(client, settings.oncall_usergroup, settings.oncall_users),
+        limits=Limits(),
+        answer=make_answerer(settings),
+        run_node=make_runner(settings),
+        files_dir=settings.data_dir / "slack-files",
+        bot_token=client.token or "",
+        question_aware=question_aware(settings),
+    )

@@ -1,0 +1,288 @@
+"""Block Kit rendering of answers, statuses and diagnostics (pure: dicts in, dicts out).
+
+Slack limits: 3000 characters per section text, 50 blocks per message. Anything cut is
+flagged (`Rendered.truncated`) so the caller attaches the full report as a file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_TEXT = 3000
+MAX_BLOCKS = 50
+MAX_CAUSES = 3
+MAX_EVIDENCE = 3
+MAX_LINE = 400
+
+ACTION_PROBE = "ncclbot_probe"
+ACTION_OTHER = "ncclbot_other_causes"
+ACTION_UP = "ncclbot_feedback_up"
+ACTION_DOWN = "ncclbot_feedback_down"
+VIEW_REASON = "ncclbot_feedback_reason"
+
+HEADINGS = {
+    "remediation": {"en": "Remediation", "zh": "修复建议"},
+    "verify": {"en": "Verify", "zh": "验证"},
+    "next": {"en": "Next steps", "zh": "下一步"},
+}
+
+
+@dataclass
+class Rendered:
+    """A message: blocks, the notification text, and whether something was cut."""
+
+    blocks: list[dict[str, Any]]
+    text: str
+    truncated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def langs(lang: str) -> tuple[str, ...]:
+    return ("en", "zh") if lang == "both" else (lang,)
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> tuple[str, bool]:
+    """Cut text to `limit` characters on a line boundary where possible."""
+    if len(text) <= limit:
+        return text, False
+    cut = text[: limit - 2]
+    if "\n" in cut[limit // 2:]:
+        cut = cut[: cut.rindex("\n")]
+    if cut.count("```") % 2:
+        cut += "\n```"
+    return cut[: limit - 2] + "\n…", True
+
+
+def section(text: str) -> tuple[dict[str, Any], bool]:
+    body, cut = clip(text)
+    return {"type": "section", "text": {"type": "mrkdwn", "text": body}}, cut
+
+
+def context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text)[0]}]}
+
+
+def esc(text: str) -> str:
+    """Escape Slack's control characters in free text."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code(text: str) -> str:
+    return esc(text.replace("```", "ˋˋˋ"))
+
+
+def _pick(d: dict[str, Any] | None, lang: str) -> str:
+    if not d:
+        return ""
+    return " / ".join(str(d[lg]) for lg in langs(lang) if d.get(lg))
+
+
+def nodes_named(answer: dict[str, Any], limit: int = 3) -> list[str]:
+    """Hosts the analysis names (suspects first), for the probe buttons."""
+    out: list[str] = []
+    for s in answer.get("diagnosis", {}).get("suspects") or []:
+        host = s.get("host")
+        if host and host not in out:
+            out.append(host)
+    return out[:limit]
+
+
+def cause_text(rc: dict[str, Any], n: int, lang: str) -> str:
+    name = _pick(rc.get("category_name"), lang) or rc.get("category", "unknown")
+    title = _pick(rc.get("title"), lang)
+    lines = [f"*{n}. {esc(title or name)}*  ·  `{rc.get('category')}`  ·  "
+             f"confidence {float(rc.get('confidence') or 0):.0%}"]
+    if title:
+        lines.append(f"_{esc(name)}_")
+    ev = rc.get("evidence") or []
+    if ev:
+        shown = "\n".join(
+            f"{e.get('file', '')}:{e.get('line', '')}: {code(str(e.get('text', ''))[:MAX_LINE])}"
+            for e in ev[:MAX_EVIDENCE])
+        lines.append(f"```{shown}```")
+    return "\n".join(lines)
+
+
+def suspects_text(answer: dict[str, Any]) -> str:
+    rows = []
+    for i, s in enumerate(answer.get("diagnosis", {}).get("suspects") or [], 1):
+        who = ", ".join(x for x in (f"rank {s['rank']}" if s.get("rank") is not None else "",
+                                    f"host `{s['host']}`" if s.get("host") else "") if x)
+        rows.append(f"{i}. {who or 'unknown'}: {esc(str(s.get('reason', '')))}")
+    return "*Suspects*\n" + "\n".join(rows[:5]) if rows else ""
+
+
+def steps_text(kind: str, steps: dict[str, list[str]] | None, lang: str) -> list[str]:
+    out = []
+    for lg in langs(lang):
+        items = (steps or {}).get(lg) or []
+        if items:
+            body = "\n".join(f"{i}. {esc(s)}" for i, s in enumerate(items, 1))
+            out.append(f"*{HEADINGS[kind][lg]}*\n{body}")
+    return out
+
+
+def citations_text(answer: dict[str, Any], lang: str) -> str:
+    rows = []
+    for c in answer.get("citations") or []:
+        title = _pick(c.get("title"), "en" if lang == "both" else lang) or c.get("card")
+        links = " ".join(f"<{u}|[{i}]>" for i, u in enumerate(c.get("sources") or [], 1))
+        rows.append(f"`{c.get('card')}` {esc(str(title))} {links}".strip())
+    return "*Sources*\n" + "\n".join(rows) if rows else ""
+
+
+def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+    b: dict[str, Any] = {"type": "button", "action_id": action_id, "value": value[:2000],
+                         "text": {"type": "plain_text", "text": text[:75], "emoji": True}}
+    if style:
+        b["style"] = style
+    return b
+
+
+def answer_buttons(answer: dict[str, Any], answer_id: str) -> dict[str, Any]:
+    probes = answer.get("probes") or []
+    tool = "probe" if "probe" in probes or not probes else probes[0]
+    elements = [
+        button(f"Run {tool} on {node}", f"{ACTION_PROBE}:{i}",
+               json.dumps({"node": node, "tool": tool, "preset": "quick", "a": answer_id}),
+               "primary" if i == 0 else None)
+        for i, node in enumerate(nodes_named(answer))
+    ]
+    if len(answer.get("diagnosis", {}).get("root_causes") or []) > 1:
+        elements.append(button("Other possible causes", ACTION_OTHER, answer_id))
+    elements.append(button("👍 Helpful", ACTION_UP, answer_id))
+    elements.append(button("👎 Not helpful", ACTION_DOWN, answer_id))
+    return {"type": "actions", "block_id": f"ncclbot_actions:{answer_id}", "elements": elements}
+
+
+def render_answer(answer: dict[str, Any], lang: str = "both", answer_id: str = "",
+                  notes: list[str] | tuple[str, ...] = ()) -> Rendered:
+    """The threaded answer: verdict, causes with evidence, suspects, remediation, sources."""
+    diag = answer.get("diagnosis", {})
+    texts: list[str] = [f"*{esc(answer.get('summary') or answer.get('verdict', ''))}*"]
+    if answer.get("text"):
+        texts.append(esc(str(answer["text"])))
+    for n, rc in enumerate((diag.get("root_causes") or [])[:1], 1):
+        texts.append(cause_text(rc, n, lang))
+    if sus := suspects_text(answer):
+        texts.append(sus)
+    texts += steps_text("remediation", answer.get("remediation"), lang)
+    texts += steps_text("next", answer.get("next_steps"), lang)
+    if cit := citations_text(answer, lang):
+        texts.append(cit)
+    return assemble(texts, answer_buttons(answer, answer_id) if answer_id else None,
+                    list(notes) + list(answer.get("notes") or []),
+                    text=str(answer.get("summary") or "ncclbot answer"))
+
+
+def render_other_causes(answer: dict[str, Any], lang: str = "both") -> Rendered:
+    causes = answer.get("diagnosis", {}).get("root_causes") or []
+    texts = ["*Other possible causes*"] + [cause_text(rc, n, lang) + _rc_steps(rc, lang)
+                                           for n, rc in enumerate(causes[1:], 2)]
+    if len(causes) < 2:
+        texts.append("No other candidate matched the evidence.")
+    return assemble(texts, None, [], text="Other possible causes")
+
+
+def _rc_steps(rc: dict[str, Any], lang: str) -> str:
+    first = [f"{lg}: {esc(v[0])}" for lg in langs(lang) if (v := (rc.get("remediation") or {})
+                                                            .get(lg))]
+    return ("\n" + "\n".join(first)) if first else ""
+
+
+def assemble(texts: list[str], actions: dict[str, Any] | None, notes: list[str],
+             text: str) -> Rendered:
+    """Sections under the 50-block limit, notes as context, the actions last."""
+    blocks: list[dict[str, Any]] = []
+    truncated = False
+    budget = MAX_BLOCKS - (1 if actions else 0) - (1 if notes else 0) - 1
+    for t in texts:
+        if len(blocks) >= budget:
+            truncated = True
+            break
+        block, cut = section(t)
+        truncated |= cut
+        blocks.append(block)
+    if notes:
+        blocks.append(context("\n".join(f"• {esc(n)}" for n in notes[:20])))
+    if truncated:
+        blocks.append(context("The answer was shortened for Slack; the full report is attached."))
+    if actions:
+        blocks.append(actions)
+    return Rendered(blocks, clip(text, 2900)[0], truncated)
+
+
+def full_report(answer: dict[str, Any]) -> str:
+    """The whole answer as Markdown, for the attached file."""
+    lines = [f"# {answer.get('summary', '')}", ""]
+    for n, rc in enumerate(answer.get("diagnosis", {}).get("root_causes") or [], 1):
+        lines.append(f"## {n}. {rc.get('category')} ({float(rc.get('confidence') or 0):.0%})"
+                     f" card {rc.get('card')}")
+        lines += [f"- {_pick(rc.get('title'), 'both')}", ""]
+        lines += [f"    {e.get('file')}:{e.get('line')}: {e.get('text')}"
+                  for e in rc.get("evidence") or []]
+        for lg, steps in (rc.get("remediation") or {}).items():
+            lines += ["", f"### remediation ({lg})"] + [f"{i}. {s}" for i, s in enumerate(steps, 1)]
+        lines.append("")
+    lines += ["## JSON", "", "```json", json.dumps(answer, ensure_ascii=False, indent=2), "```"]
+    return "\n".join(lines)
+
+
+def status(text: str) -> Rendered:
+    return Rendered([{"type": "context", "elements": [
+        {"type": "mrkdwn", "text": f":hourglass_flowing_sand: {esc(text)}"}]}], text)
+
+
+def message(text: str) -> Rendered:
+    block, _ = section(text)
+    return Rendered([block], clip(text, 2900)[0])
+
+
+HELP = """*ncclbot* troubleshoots NCCL and distributed-training failures.
+• Mention me or DM me with a question, and attach crash logs (.log .txt .gz .zip); I answer \
+in the thread and remember the thread's logs for follow-up questions.
+• `/nccl ask QUESTION` ask without a log
+• `/nccl probe NODE [quick|full|gloo]` run a bounded NCCL bandwidth probe on NODE (on-call only)
+• `/nccl topo NODE` · `/nccl env NODE` · `/nccl xid NODE` node diagnostics (on-call only)
+• `/nccl lang en|zh|both [channel]` answer language for you (or this channel)
+• `/nccl help` this text"""
+
+
+def help_message() -> Rendered:
+    return message(HELP)
+
+
+def tool_result(node: str, tool: str, result: dict[str, Any]) -> Rendered:
+    """A node diagnostic's result: status, findings, then the data (truncated)."""
+    status_ = result.get("status", "error")
+    icon = {"success": ":white_check_mark:", "unavailable": ":grey_question:"}.get(
+        status_, ":x:")
+    texts = [f"{icon} *{tool}* on `{esc(node)}`: {status_}"]
+    if result.get("error"):
+        texts.append(f"*Error*: {esc(str(result['error']))}")
+    findings = result.get("findings") or []
+    if findings:
+        texts.append("*Findings*\n" + "\n".join(
+            f"• [{f.get('severity')}] {esc(str(f.get('message')))}"
+            + (f" (card `{f['card']}`)" if f.get("card") else "") for f in findings[:15]))
+    data = result.get("data") or {}
+    if data:
+        texts.append("```" + code(json.dumps(data, ensure_ascii=False, indent=1)[:2800]) + "```")
+    notes = [f"invocation: {result['invocation']}"] if result.get("invocation") else []
+    return assemble(texts, None, notes, text=f"{tool} on {node}: {status_}")
+
+
+def reason_modal(answer_id: str, channel: str, thread_ts: str) -> dict[str, Any]:
+    """The optional 'why not helpful' dialog."""
+    return {
+        "type": "modal", "callback_id": VIEW_REASON,
+        "private_metadata": json.dumps({"a": answer_id, "c": channel, "t": thread_ts}),
+        "title": {"type": "plain_text", "text": "Thanks for the feedback"},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "blocks": [{"type": "input", "block_id": "reason", "optional": True,
+                    "label": {"type": "plain_text", "text": "What was wrong? (optional)"},
+                    "element": {"type": "plain_text_input", "action_id": "text",
+                                "multiline": True, "max_length": 1000}}],
+    }

@@ -1,0 +1,168 @@
+"""A message to the bot (mention, DM, thread follow-up): fetch logs, dedup, answer, render."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from typing import Any
+
+from bot.slack import blocks
+from bot.slack.deps import Deps, ephemeral
+from bot.slack.files import Download, Rejected, download, human, precheck
+from bot.slack.lang import choose
+from bot.slack.progress import StatusMessage
+from bot.slack.store import LogRef, ThreadContext
+
+log = logging.getLogger(__name__)
+MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+
+
+def clean_text(text: str) -> str:
+    return MENTION.sub("", text or "").strip()
+
+
+def logs_key(refs: list[LogRef]) -> str:
+    return hashlib.sha256(",".join(sorted(r.sha256 for r in refs)).encode()).hexdigest()[:32]
+
+
+class Conversation:
+    """Handles one incoming message end to end; safe to call from many threads."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self._thread_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, channel: str, thread_ts: str) -> threading.Lock:
+        with self._guard:
+            return self._thread_locks.setdefault((channel, thread_ts), threading.Lock())
+
+    def handle(self, event: dict[str, Any], client: Any) -> None:
+        channel, user = event["channel"], event.get("user") or "unknown"
+        thread_ts = event.get("thread_ts") or event["ts"]
+        if wait := self.deps.limits.asks_per_user.hit(f"user:{user}"):
+            ephemeral(client, channel, user, f"You are asking faster than I can answer; "
+                      f"try again in {wait:.0f} s.", thread_ts=thread_ts)
+            return
+        try:
+            client.reactions_add(channel=channel, timestamp=event["ts"], name="eyes")
+        except Exception:  # noqa: BLE001 - cosmetic
+            pass
+        with self._lock(channel, thread_ts):
+            self._handle(event, client, channel, user, thread_ts)
+
+    def _handle(self, event: dict[str, Any], client: Any, channel: str, user: str,
+                thread_ts: str) -> None:
+        d = self.deps
+        question = clean_text(event.get("text", ""))
+        files = event.get("files") or []
+        lang = choose(*d.lang_prefs(user, channel), question)
+        status = StatusMessage(client, channel, thread_ts,
+                               f"reading {len(files)} log(s)…" if files else "thinking…")
+        try:
+            new, dups, rejected = self.fetch(files, client, channel, thread_ts, status)
+            notes = [f"{r.name} {r.reason}" for r in rejected]
+            if files and not new:
+                self._nothing_new(status, dups, rejected, notes)
+                return
+            refs = d.store.logs(channel, thread_ts)
+            key = logs_key(refs)
+            answer_id = None if (new or d.question_aware) else d.store.answer_for_logs(
+                channel, thread_ts, key)
+            if answer_id is None:
+                total = sum(r.size for r in refs)
+                status.update(f"analyzing {len(refs)} log(s), {human(total)}…" if refs
+                              else "looking for an answer…", force=True)
+                answer = d.answer(question, [r.path for r in refs], f"{channel}:{thread_ts}")
+                answer_id = d.store.save_answer(channel, thread_ts, answer, key)
+            else:
+                answer = d.store.answer(answer_id) or {}
+                notes.append("Same logs as before in this thread; showing the answer again.")
+            if new:
+                notes.append("Accepted: " + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
+            rendered = blocks.render_answer(answer, lang, answer_id, notes)
+            status.finish(rendered)
+            if rendered.truncated:
+                self.attach_report(client, status.channel, thread_ts, answer)
+            self._remember(channel, thread_ts, question, answer_id, answer)
+        except Exception:
+            log.exception("answering failed")
+            status.finish(blocks.message(
+                ":warning: Something went wrong while answering; the error is in the bot's log. "
+                "Try again, or run `ncclbot analyze` on the log."))
+
+    def _nothing_new(self, status: StatusMessage, dups: list[LogRef],
+                     rejected: list[Rejected], notes: list[str]) -> None:
+        lines = []
+        if dups:
+            lines.append("Already analyzed in this thread (same content), not analyzing again: "
+                         + ", ".join(f"`{x.name}`" for x in dups) + ". See the answer above.")
+        if rejected:
+            lines.append("No log accepted. Attach text logs (.log .txt) or .gz/.zip archives "
+                         f"up to {human(self.deps.settings.slack_max_file_bytes)}.")
+            lines += [f"• `{r.name}` {r.reason}" for r in rejected]
+        status.finish(blocks.message("\n".join(lines)))
+
+    def fetch(self, files: list[dict[str, Any]], client: Any, channel: str, thread_ts: str,
+              status: StatusMessage) -> tuple[list[Download], list[LogRef], list[Rejected]]:
+        """Download the attached logs; split them into new, duplicate and rejected."""
+        d = self.deps
+        cap = d.settings.slack_max_file_bytes
+        new: list[Download] = []
+        dups: list[LogRef] = []
+        rejected: list[Rejected] = []
+        todo = []
+        for f in files:
+            if not f.get("url_private_download") and not f.get("url_private") and f.get("id"):
+                try:
+                    f = client.files_info(file=f["id"])["file"]
+                except Exception as exc:  # noqa: BLE001
+                    rejected.append(Rejected(f.get("name", f["id"]), f"is not readable ({exc})"))
+                    continue
+            name = f.get("name") or f.get("id", "file")
+            if why := precheck(f, cap):
+                rejected.append(Rejected(name, why))
+            else:
+                todo.append(f)
+        total = sum(int(f.get("size") or 0) for f in todo)
+        done = [0]
+
+        def progress(n: int) -> None:
+            done[0] += n
+            status.update(f"reading {len(todo)} log(s), {human(done[0])} of {human(total)}…")
+
+        if todo:
+            status.update(f"reading {len(todo)} log(s), {human(total)}…", force=True)
+        for f in todo:
+            url = f.get("url_private_download") or f.get("url_private")
+            got = download(url, d.bot_token, f.get("name") or f["id"], d.files_dir, cap, progress)
+            if isinstance(got, Rejected):
+                rejected.append(got)
+                continue
+            ref = LogRef(got.sha256, got.name, str(got.path), got.size)
+            if d.store.add_log(channel, thread_ts, ref):
+                new.append(got)
+            else:
+                dups.append(d.store.seen_log(channel, thread_ts, got.sha256) or ref)
+        return new, dups, rejected
+
+    def attach_report(self, client: Any, channel: str, thread_ts: str,
+                      answer: dict[str, Any]) -> None:
+        try:
+            client.files_upload_v2(channel=channel, thread_ts=thread_ts,
+                                   content=blocks.full_report(answer),
+                                   filename="ncclbot-report.md", title="ncclbot full report")
+        except Exception as exc:  # noqa: BLE001 - the shortened answer is already there
+            log.warning("could not attach the full report: %s", exc)
+
+    def _remember(self, channel: str, thread_ts: str, question: str, answer_id: str,
+                  answer: dict[str, Any]) -> None:
+        ctx: ThreadContext = self.deps.store.context(channel, thread_ts)
+        ctx.last_answer_id = answer_id
+        ctx.candidates = [{k: rc.get(k) for k in ("category", "card", "confidence")}
+                          for rc in answer.get("diagnosis", {}).get("root_causes") or []]
+        if question:
+            ctx.questions = [*ctx.questions, question][-10:]
+        self.deps.store.save_context(channel, thread_ts, ctx)

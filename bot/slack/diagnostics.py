@@ -1,0 +1,79 @@
+"""Node diagnostics from Slack (button or /nccl): authorise, rate-limit, audit, run, render."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bot.errors import NcclbotError
+from bot.slack import blocks
+from bot.slack.deps import Deps, ephemeral
+from bot.slack.nodes import check_target, params_for, sizes_in
+from bot.slack.progress import StatusMessage, Ticker
+
+log = logging.getLogger(__name__)
+
+
+class Diagnostics:
+    """Runs one node tool for one Slack user; every attempt lands in the audit trail."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    def run(self, client: Any, user: str, channel: str, thread_ts: str | None, node: str,
+            tool: str, preset: str | None = None, respond: Any = None) -> str:
+        """Returns the outcome written to the audit trail."""
+        d = self.deps
+        preset = (preset or "quick") if tool == "probe" else None
+
+        def refuse(outcome: str, text: str) -> str:
+            d.store.audit(user, channel, node, tool, preset, outcome, text)
+            ephemeral(client, channel, user, text, respond, thread_ts)
+            return outcome
+
+        try:
+            check_target(node, tool)
+            params = params_for(tool, preset)
+        except NcclbotError as exc:
+            return refuse("invalid", f":x: {exc.message} {exc.hint or ''}".strip())
+        if not d.authz.allowed(user):
+            return refuse("refused", f":no_entry: Only {d.authz.who()} may run diagnostics on "
+                          "nodes. Ask one of them, or attach the output of `ncclbot node "
+                          f"{tool}` run on `{node}`.")
+        if reason := d.limits.probe(user, node):
+            return refuse("rate_limited", f":hourglass: Not now: {reason}.")
+        if not d.limits.claim_node(node):
+            return refuse("busy", f":hourglass: A diagnostic is already running on `{node}`; "
+                          "wait for its result.")
+        try:
+            d.store.audit(user, channel, node, tool, preset, "started")
+            return self._run(client, user, channel, thread_ts, node, tool, preset, params)
+        finally:
+            d.limits.release_node(node)
+
+    def _run(self, client: Any, user: str, channel: str, thread_ts: str | None, node: str,
+             tool: str, preset: str | None, params: dict[str, Any]) -> str:
+        d = self.deps
+        what = f"{tool} {preset}" if preset else tool
+        sizes = sizes_in(params) if tool == "probe" else 0
+        status = StatusMessage(client, channel, thread_ts,
+                               f"{what} on {node} for <@{user}>: starting…")
+
+        def tick(elapsed: float) -> None:
+            est = f", {sizes} sizes" if sizes else ""
+            status.update(f"{what} on {node}{est}: running, {elapsed:.0f} s…")
+
+        try:
+            with Ticker(tick, every_s=5.0):
+                result = d.run_node(node, tool, params, f"slack:{user}")
+            outcome = str(result.get("status", "error"))
+        except NcclbotError as exc:
+            result = {"status": "error", "error": exc.message + (f" {exc.hint}" if exc.hint
+                                                                  else "")}
+            outcome = "error"
+        except Exception as exc:
+            log.exception("node diagnostic failed")
+            result, outcome = {"status": "error", "error": f"unexpected failure: {exc}"}, "error"
+        d.store.audit(user, channel, node, tool, preset, outcome, str(result.get("error") or ""))
+        status.finish(blocks.tool_result(node, tool, result))
+        return outcome

@@ -1,0 +1,58 @@
+"""`/nccl help | ask QUESTION | probe NODE [preset] | topo|env|xid NODE | lang en|zh|both`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.slack import blocks
+from bot.slack.conversation import Conversation
+from bot.slack.deps import Deps
+from bot.slack.diagnostics import Diagnostics
+from bot.slack.lang import LANGS
+
+NODE_TOOLS = ("probe", "topo", "env", "xid")
+
+
+def parse(text: str) -> tuple[str, list[str], str]:
+    """(subcommand, words, rest of the text)."""
+    text = (text or "").strip()
+    head, _, rest = text.partition(" ")
+    return head.lower() or "help", rest.split(), rest.strip()
+
+
+def register(app: Any, deps: Deps, conv: Conversation, diag: Diagnostics) -> None:
+    def ack_command(ack: Any, command: dict[str, Any]) -> None:
+        sub, words, rest = parse(command.get("text", ""))
+        if sub == "ask" and rest:
+            ack()
+        elif sub in NODE_TOOLS and words:
+            ack(text=f"Running `{sub}` on `{words[0]}`…", response_type="ephemeral")
+        elif sub == "lang":
+            ack(text=set_lang(deps, command, words), response_type="ephemeral")
+        else:
+            ack(blocks=blocks.help_message().blocks, text=blocks.HELP,
+                response_type="ephemeral")
+
+    def work(command: dict[str, Any], client: Any, respond: Any) -> None:
+        sub, words, rest = parse(command.get("text", ""))
+        user, channel = command["user_id"], command["channel_id"]
+        if sub == "ask" and rest:
+            posted = client.chat_postMessage(channel=channel, text=f"<@{user}> asked: {rest}")
+            conv.handle({"channel": posted.get("channel") or channel, "user": user,
+                         "ts": posted["ts"], "text": rest}, client)
+        elif sub in NODE_TOOLS and words:
+            preset = words[1] if sub == "probe" and len(words) > 1 else None
+            diag.run(client, user, channel, None, words[0], sub, preset, respond)
+
+    app.command("/nccl")(ack=ack_command, lazy=[work])
+
+
+def set_lang(deps: Deps, command: dict[str, Any], words: list[str]) -> str:
+    if not words or words[0] not in (*LANGS, "auto"):
+        return "Usage: `/nccl lang en|zh|both|auto [channel]`"
+    lang = None if words[0] == "auto" else words[0]
+    if len(words) > 1 and words[1] == "channel":
+        deps.store.set_lang(f"channel:{command['channel_id']}", lang)
+        return f"Answers in this channel: {words[0]}."
+    deps.store.set_lang(f"user:{command['user_id']}", lang)
+    return f"Answers for you: {words[0]}."

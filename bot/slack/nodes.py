@@ -1,0 +1,66 @@
+"""Running node diagnostics through the node client, on behalf of a Slack user."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from bot.config import Settings
+from bot.errors import NodeError
+
+TOOLS = ("probe", "topo", "env", "xid")
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {"collectives": ["all_reduce"], "min_bytes": 1 << 20, "max_bytes": 128 << 20,
+              "factor": 2.0, "iters": 10, "warmup": 3, "timeout": 180.0},
+    "full": {"min_bytes": 1024, "max_bytes": 1 << 30, "factor": 2.0, "timeout": 600.0},
+    "gloo": {"backend": "gloo", "nproc": 2, "collectives": ["all_reduce"], "min_bytes": 1024,
+             "max_bytes": 1 << 20, "factor": 4.0, "iters": 3, "warmup": 1, "timeout": 120.0},
+}
+
+#: run(node, tool, params, user) -> ToolResult as a dict; raises NodeError.
+NodeRunner = Callable[[str, str, dict[str, Any], str], dict[str, Any]]
+
+
+def sizes_in(params: dict[str, Any]) -> int:
+    """How many message sizes a probe sweeps (for progress messages)."""
+    lo, hi, f = params.get("min_bytes", 1024), params.get("max_bytes", 64 << 20), params.get(
+        "factor", 2.0)
+    n, s = 0, float(lo)
+    while s <= hi and n < 64:
+        n, s = n + 1, s * f
+    return n
+
+
+def params_for(tool: str, preset: str | None) -> dict[str, Any]:
+    if tool != "probe":
+        return {}
+    if (preset or "quick") not in PRESETS:
+        raise NodeError(f"unknown probe preset {preset!r}",
+                        hint=f"Use one of: {', '.join(PRESETS)}.")
+    return dict(PRESETS[preset or "quick"])
+
+
+def check_target(node: str, tool: str) -> None:
+    if tool not in TOOLS:
+        raise NodeError(f"unknown diagnostic {tool!r}", hint=f"Use one of: {', '.join(TOOLS)}.")
+    if not NODE_NAME.match(node):
+        raise NodeError(f"{node!r} is not a node name", hint="Use a name from the node inventory.")
+
+
+def make_runner(settings: Settings, timeout: float = 660.0) -> NodeRunner:
+    """The real runner: inventory lookup, signed call to the node agent as `user`."""
+
+    def run(node: str, tool: str, params: dict[str, Any], user: str) -> dict[str, Any]:
+        try:
+            from bot.nodes.client import client_for
+            from bot.nodes.inventory import load_inventory
+        except ModuleNotFoundError as exc:
+            raise NodeError(f"node diagnostics are not installed here ({exc.name})",
+                            hint="Install ncclbot[client] on the bot.") from exc
+        target = load_inventory(settings.nodes_file).get(node)
+        with client_for(settings, target, user=user, timeout=timeout) as client:
+            return client.run(tool, params, timeout=timeout).model_dump()
+
+    return run

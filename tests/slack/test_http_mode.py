@@ -1,0 +1,111 @@
+"""The app over real HTTP: signed events, slash commands and buttons against a local Slack."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.slack.conftest import ONCALL, Poster, block_text, click, crash_log, sign
+from tests.slack.fake_slack import FakeSlack
+
+
+def _answer(slack: FakeSlack, channel: str, thread_ts: str) -> dict:
+    return slack.wait_for(lambda: next(
+        (m for m in slack.thread(channel, thread_ts) if "ncclbot_feedback_up" in block_text(
+            m.get("blocks"))), None), timeout=90)
+
+
+def test_mention_with_log_gets_threaded_answer(slack: FakeSlack, http_app: Poster) -> None:
+    f = slack.add_file("train.log", crash_log())
+    status, _ = http_app.event({"type": "app_mention", "user": "UALICE", "channel": "C1",
+                                "ts": "1699999999.000100", "text": "<@UBOT> why did it hang?",
+                                "files": [f]})
+    assert status == 200
+    answer = _answer(slack, "C1", "1699999999.000100")
+    text = block_text(answer["blocks"])
+    assert "rank_crashed" in text
+    assert "Remediation" in text and "修复建议" in text
+    assert "Sources" in text and "<https://" in text
+    assert "Run probe on gpu-node07" in text
+    assert "Other possible causes" in text
+    assert "OutOfMemoryError" in text  # a decisive log line, as code
+    assert slack.downloads == 1
+    assert slack.of("reactions.add")
+    # the status message was posted first, then replaced by the answer (one message)
+    assert len(slack.thread("C1", "1699999999.000100")) == 1
+
+
+def test_forged_or_stale_signature_is_rejected(slack: FakeSlack, http_app: Poster) -> None:
+    event = {"type": "app_mention", "user": "UALICE", "channel": "C1", "ts": "1.1",
+             "text": "<@UBOT> hi"}
+    body = json.dumps({"type": "event_callback", "event": event, "event_id": "Ev1"})
+    forged = sign(body, secret="not-the-secret")
+    assert http_app.post(body, "application/json", forged)[0] == 401
+    stale = sign(body, ts=int(time.time()) - 3600)
+    assert http_app.post(body, "application/json", stale)[0] == 401
+    assert http_app.post(body, "application/json", {})[0] == 401
+    time.sleep(0.5)
+    assert not slack.of("chat.postMessage")
+
+
+def test_slash_help_and_ask(slack: FakeSlack, http_app: Poster) -> None:
+    status, body = http_app.command("help")
+    assert status == 200 and "/nccl probe NODE" in body
+    status, _ = http_app.command("ask what does NCCL_P2P_DISABLE do?")
+    assert status == 200
+    asked = slack.wait_call("chat.postMessage", lambda p: "asked:" in (p.get("text") or ""))
+    assert "NCCL_P2P_DISABLE" in asked["text"]
+    # the answer lands in the thread under the question
+    slack.wait_for(lambda: len(slack.of("chat.update")) >= 1)
+
+
+def test_probe_button_by_non_member_is_refused_and_audited(
+        slack: FakeSlack, http_app: Poster, settings) -> None:
+    from bot.slack.store import Store
+
+    slack.usergroups["SONCALL"] = ["UBOB"]
+    f = slack.add_file("train.log", crash_log())
+    http_app.event({"type": "app_mention", "user": "UALICE", "channel": "C1", "ts": "5.5",
+                    "text": "<@UBOT> help", "files": [f]})
+    answer = _answer(slack, "C1", "5.5")
+    value = json.dumps({"node": "gpu-node07", "tool": "probe", "preset": "quick", "a": "x"})
+    status, _ = http_app.action(click("ncclbot_probe:0", value, "UMALLORY", answer))
+    assert status == 200
+    refusal = slack.wait_call("chat.postEphemeral", lambda p: p.get("user") == "UMALLORY")
+    assert "Only" in refusal["text"] and f"<@{ONCALL}>" in refusal["text"]
+    assert "subteam^SONCALL" in refusal["text"]
+    rows = Store(settings.state_db).audit_rows()
+    assert rows[-1]["user"] == "UMALLORY" and rows[-1]["outcome"] == "refused"
+    assert rows[-1]["node"] == "gpu-node07" and rows[-1]["preset"] == "quick"
+    assert rows[-1]["channel"] == "C1"
+    assert slack.of("usergroups.users.list")
+
+
+def test_feedback_and_other_causes_buttons(slack: FakeSlack, http_app: Poster, settings,
+                                           ) -> None:
+    from bot.slack.store import Store
+
+    f = slack.add_file("train.log", crash_log())
+    http_app.event({"type": "app_mention", "user": "UALICE", "channel": "C1", "ts": "7.7",
+                    "text": "<@UBOT>", "files": [f]})
+    answer = _answer(slack, "C1", "7.7")
+    actions = next(b for b in answer["blocks"] if b["type"] == "actions")
+    ids = {e["action_id"]: e["value"] for e in actions["elements"]}
+    answer_id = ids["ncclbot_feedback_up"]
+    http_app.action(click("ncclbot_other_causes", answer_id, "UALICE", answer))
+    other = slack.wait_call("chat.postMessage", lambda p: p.get("text") == "Other possible "
+                            "causes")
+    assert other["thread_ts"] == "7.7" and "2." in block_text(other["blocks"])
+    assert http_app.action(click("ncclbot_feedback_down", answer_id, "UBOB", answer))[0] == 200
+    modal = slack.wait_call("views.open")
+    view = modal["view"]
+    submit = {"type": "view_submission", "user": {"id": "UBOB"}, "team": {"id": "T1"},
+              "api_app_id": "A1", "view": {**view, "id": "V1", "state": {"values": {
+                  "reason": {"text": {"type": "plain_text_input", "value": "wrong node"}}}}}}
+    assert http_app.action(submit)[0] == 200
+    http_app.action(click("ncclbot_feedback_up", answer_id, "UALICE", answer))
+    slack.wait_call("chat.postEphemeral", lambda p: "helpful" in p.get("text", ""))
+    store = Store(settings.state_db)
+    slack.wait_for(lambda: store.feedback_reasons())
+    assert store.feedback_report() == [("rank_crashed", store.feedback_report()[0][1], 1, 1)]
+    assert store.feedback_reasons()[0][2] == "wrong node"
