@@ -23,11 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def load_queries(folder: Path = ROOT / "benchmarks" / "queries") -> list[dict]:
-    rows = []
-    for path in sorted(folder.glob("*.jsonl")):
-        rows.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return rows
+def load_queries(folder: Path = ROOT / "benchmarks" / "queries") -> dict[str, list[dict]]:
+    """Query sets by file stem: `realistic` (wording from real threads), `queries` (paraphrases)."""
+    return {path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            for path in sorted(folder.glob("*.jsonl"))}
 
 
 def metrics(ranked: list[list[str]], gold: list[set[str]]) -> dict[str, float]:
@@ -61,7 +60,8 @@ def main() -> None:
     from bot.retrieval.search import get_retriever
     from bot.service import bundled_cards
 
-    queries = load_queries()
+    sets = load_queries()
+    queries = [q for rows in sets.values() for q in rows]
     ids = {c.id for c in bundled_cards()}
     missing = sorted({c for q in queries for c in q["cards"] if c not in ids})
     if missing:
@@ -75,14 +75,15 @@ def main() -> None:
     channels = {"bm25": lambda q: [h.card for h in r.bm25(q)],
                 "dense": lambda q: [h.card for h in r.dense(q)],
                 "fusion": lambda q: [h.card for h in r.search(q, 10)]}
-    print(f"{'lang':5} {'channel':8} {'n':>4} {'R@1':>6} {'R@3':>6} {'MRR':>6}")
-    for lang in ("en", "zh"):
-        sub = [q for q in queries if q["lang"] == lang]
-        gold = [set(q["cards"]) for q in sub]
-        for name, fn in channels.items():
-            m = metrics([fn(q["query"]) for q in sub], gold)
-            print(f"{lang:5} {name:8} {len(sub):>4} {m['recall@1']:6.3f} {m['recall@3']:6.3f} "
-                  f"{m['mrr']:6.3f}")
+    print(f"{'set':10} {'lang':5} {'channel':8} {'n':>4} {'R@1':>6} {'R@3':>6} {'MRR':>6}")
+    for set_name, rows in sets.items():
+        for lang in ("en", "zh"):
+            sub = [q for q in rows if q["lang"] == lang]
+            gold = [set(q["cards"]) for q in sub]
+            for name, fn in channels.items():
+                m = metrics([fn(q["query"]) for q in sub], gold)
+                print(f"{set_name:10} {lang:5} {name:8} {len(sub):>4} {m['recall@1']:6.3f} "
+                      f"{m['recall@3']:6.3f} {m['mrr']:6.3f}")
 
     times = []
     for q in queries:

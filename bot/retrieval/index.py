@@ -60,7 +60,7 @@ def index_dir(settings: Settings) -> Path:
 
 
 def open_client(settings: Settings) -> Any:
-    """Embedded PersistentClient in the index dir (data_dir/index by default), or HttpClient when chroma_host is set."""
+    """An embedded PersistentClient in the index dir, or an HttpClient when chroma_host is set."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 

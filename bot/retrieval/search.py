@@ -40,7 +40,7 @@ class Retriever:
         from bot.retrieval.index import ensure_index
 
         self.cards = {c.id: c for c in cards}
-        self.sparse = SparseIndex(cards)
+        self.sparse = SparseIndex(cards, settings.index_path)
         self.embedder = make_embedder(settings.embedding_model)
         self.build = ensure_index(settings, cards, self.embedder, client=client, progress=progress)
         self.collection = self.build.collection

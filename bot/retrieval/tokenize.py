@@ -4,7 +4,9 @@
   `cudaErrorIllegalAddress`, `--ipc=host` -> `ipc`, `host`; compound identifiers also give
   their parts (`nccl_socket_ifname` -> `nccl`, `socket`, `ifname`) so "socket ifname" finds them.
 - Numbers stay whole (`79`, `2.18.1`); `Xid 79` / `xid79` also give `xid79`.
-- Chinese runs are segmented by jieba (search mode, so `共享内存` also gives `共享`, `内存`).
+- Chinese runs are segmented by jieba (search mode, so `共享内存` also gives `共享`, `内存`)
+  with a compact dictionary (`data/zh_words.txt`, see its README), loaded on the first
+  Chinese text only: English questions never pay for it.
 - Stop words and punctuation are dropped.
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.\-][A-Za-z0-9_]+)*|\d+(?:\.\d+)*")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -38,14 +42,24 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+ZH_WORDS = Path(__file__).with_name("data") / "zh_words.txt"
+#: Bump when tokenize() changes what it returns (invalidates cached card tokens).
+TOKENIZER_VERSION = 2
+
+
 @lru_cache(maxsize=1)
-def _jieba():
+def _jieba() -> Any:
+    """A jieba tokenizer over the compact dictionary (~0.2 s, versus ~1.5 s for jieba's own)."""
     import logging
 
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
-    return jieba
+    tokenizer = jieba.Tokenizer()
+    with ZH_WORDS.open("rb") as fh:
+        tokenizer.FREQ, tokenizer.total = jieba.Tokenizer.gen_pfdict(fh)
+    tokenizer.initialized = True
+    return tokenizer
 
 
 def _ident_tokens(word: str) -> list[str]:
