@@ -63,15 +63,36 @@ def _ev(facts: list[Fact] | None, n: int = 2) -> list[Evidence]:
     return [f.ev for f in (facts or [])[:n]]
 
 
+def _timed_out(report: LogReport) -> bool:
+    """A collective timed out somewhere (watchdog, its backtrace, or Horovod's stall check)."""
+    return bool(report.timeouts) or any(
+        report.has(k) for k in ("heartbeat", "some_failed", "watchdog_frame", "hvd_stall"))
+
+
+def _multi_node(report: LogReport) -> bool:
+    return len(report.hosts) > 1
+
+
+#: Memory managers of colocated RL rollout engines (vLLM sleep mode, SGLang's memory saver):
+#: an OOM there is the rollout and the trainer competing for one GPU.
+RL_ALLOCATOR = re.compile(r"torch_memory_saver|cumem_allocator|wake_up|memory_saver")
+
+
 def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     """A rank that died (OOM, exception, signal) before the others timed out."""
     out: list[Signal] = []
-    timeouts = bool(report.timeouts) or report.has("heartbeat") or report.has("some_failed")
+    timeouts = _timed_out(report)
     boost = 0.15 if timeouts else 0.0
     if report.has("oom"):
         facts = report.facts["oom"]
         nccl_alloc = all("calloc" in str(f.fields.get("message", "")) for f in facts)
-        if not nccl_alloc:
+        rl = [f for f in facts if RL_ALLOCATOR.search(f.ev.text)]
+        if rl:
+            out.append(Signal("rl_weight_sync", 0.8, "out of memory in a colocated rollout "
+                              "engine's memory pool (vLLM sleep/wake_up, SGLang memory saver)",
+                              _ev(rl)))
+            out.append(Signal("rank_crashed", 0.4, "a rank ran out of GPU memory", _ev(rl)))
+        elif not nccl_alloc:
             out.append(
                 Signal("rank_crashed", 0.75 + boost, "CUDA out of memory on a rank", _ev(facts))
             )
@@ -112,8 +133,20 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 _ev(segv),
             )
         )
+    bus = [f for f in sig if f.fields.get("signal") in ("SIGBUS", "Bus error")
+           or f.fields.get("signo") == 7]
+    if bus:
+        # NCCL's SHM transport and DataLoader workers map /dev/shm: touching a page the
+        # filesystem cannot back raises SIGBUS (a full or 64 MB container /dev/shm).
+        out.append(Signal("shm_ipc_container", 0.6, "a process died of SIGBUS (bus error): "
+                          "shared memory (/dev/shm) ran out", _ev(bus)))
+        out.append(Signal("rank_crashed", 0.3, "a rank died of SIGBUS", _ev(bus)))
     first = cr.first_failure
-    first_fact = report.ranks[first.rank].first_error if first and first.rank is not None else None
+    if first is not None and "without reporting a watchdog timeout" in first.reason:
+        out.append(Signal("rank_crashed", 0.55 + boost, f"rank {first.rank} {first.reason}",
+                          first.evidence))
+    rs = report.ranks.get(first.rank) if first and first.rank is not None else None
+    first_fact = rs.first_error if rs is not None else None
     if first is not None and first_fact is not None and first_fact.kind == "exception":
         out.append(
             Signal(
@@ -154,12 +187,36 @@ def _comm_exc(etype: str, message: str) -> bool:
     return _is_comm_exception(etype, message)
 
 
+def mismatch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """PyTorch (TORCH_DISTRIBUTED_DEBUG=DETAIL) or DeepSpeed compared the ranks' collectives."""
+    if not report.has("mismatch"):
+        return []
+    return [Signal("collective_mismatch", 0.8, "the framework detected that ranks issued "
+                   "different collectives (or different sizes)", _ev(report.facts["mismatch"]))]
+
+
 def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     """Watchdog timeouts: read the collectives across ranks."""
-    if not (report.timeouts or report.has("heartbeat") or report.has("some_failed")):
+    if not _timed_out(report):
         return []
-    ev = [t.ev for t in report.timeouts[:2]] or _ev(report.facts.get("heartbeat"))
+    ev = [t.ev for t in report.timeouts[:2]] or _ev(
+        report.facts.get("heartbeat") or report.facts.get("hvd_stall")
+        or report.facts.get("watchdog_frame"))
     out = []
+    waiting = _waited_for(report, cr)
+    if waiting == [0]:
+        # Rank 0 alone did not reach the collective: it was busy with work only it does
+        # (saving, evaluating, preprocessing, downloading) while the others waited. Weaker
+        # when the log holds one rank's timeout only (rank 0's lines may just be missing).
+        strength = 0.5 if len(cr.timeout_ranks) >= 2 or report.has("hvd_stall") else 0.35
+        out.append(Signal("timeout_too_short", strength, "the other ranks timed out but rank 0 "
+                          "did not: it was busy with work of its own (save, eval, "
+                          "preprocessing)", ev))
+        out.append(Signal("straggler_or_imbalance", 0.3, "rank 0 fell behind the others", ev))
+    busy = report.facts.get("long_step", [])
+    if busy:
+        out.append(Signal("timeout_too_short", 0.3, "the log shows a long step (save, eval, "
+                          "preprocessing) around the timeout", _ev(busy)))
     if cr.mismatches:
         mm = cr.mismatches[0]
         out.append(
@@ -170,16 +227,7 @@ def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 mm.evidence,
             )
         )
-    if report.has("mismatch"):
-        out.append(
-            Signal(
-                "collective_mismatch",
-                0.8,
-                "PyTorch detected mismatched collectives across ranks",
-                _ev(report.facts["mismatch"]),
-            )
-        )
-    if cr.lagging or cr.silent_ranks:
+    if (cr.lagging or cr.silent_ranks) and waiting != [0]:
         who = cr.lagging or cr.silent_ranks
         out.append(
             Signal("straggler_or_imbalance", 0.45, f"rank(s) {who[:8]} lag behind the others", ev)
@@ -210,16 +258,33 @@ def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         )
     small = [t for t in report.timeouts if t.numel_in == 1 and t.op in ("ALLREDUCE", "BARRIER")]
     if small and len(report.timeouts) <= 2:
-        out.append(
-            Signal(
-                "collective_mismatch",
-                0.35,
-                "a one-element ALLREDUCE/BARRIER (a barrier or a "
-                "metric sync) timed out: often issued on some ranks only",
-                [small[0].ev],
-            )
-        )
+        # barrier() is a one-element ALLREDUCE. Rank 0 stuck in it: rank 0 issued a barrier
+        # (or metric sync) the others never reach, e.g. inside `if rank == 0:`. Another rank
+        # stuck in it: it waited for rank 0, still busy with work only rank 0 does.
+        if 0 in cr.timeout_ranks:
+            mismatch, busy = 0.35, 0.2
+        else:
+            mismatch, busy = 0.25, 0.3
+        out.append(Signal("collective_mismatch", mismatch, "a one-element ALLREDUCE/BARRIER "
+                          "timed out: a barrier or metric sync issued on some ranks only",
+                          [small[0].ev]))
+        out.append(Signal("timeout_too_short", busy, "a one-element ALLREDUCE/BARRIER timed out: "
+                          "ranks waited at a barrier for a rank still working", [small[0].ev]))
     return out
+
+
+def _waited_for(report: LogReport, cr: CrossRank) -> list[int]:
+    """The ranks the others were waiting for, where the log says (silent, lagging, or not
+    among Horovod's ready ranks)."""
+    stalls = report.facts.get("hvd_stall", [])
+    ready = sorted({r for f in stalls for r in f.fields.get("ready", [])})
+    if ready:
+        return [r for r in range(max(ready) + 1) if r not in ready] or []
+    timed = cr.timeout_ranks
+    if timed and 0 not in timed and (cr.silent_ranks == [0] or cr.lagging == [0]
+                                     or (not cr.silent_ranks and min(timed) > 0)):
+        return [0]
+    return cr.lagging or cr.silent_ranks
 
 
 def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
@@ -248,6 +313,18 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 _ev(report.facts["socket_timeout"]),
             )
         )
+    if report.has("store_connect"):
+        f = report.first("store_connect")
+        assert f is not None
+        out.append(Signal("rendezvous_failure", 0.65, "could not connect to the rendezvous "
+                          f"store at {f.fields.get('addr')}:{f.fields.get('port')}",
+                          _ev(report.facts["store_connect"])))
+    if report.has("store_resolve"):
+        f = report.first("store_resolve")
+        assert f is not None
+        out.append(Signal("rendezvous_failure", 0.6, f"the rendezvous host name "
+                          f"{f.fields.get('addr')!r} does not resolve",
+                          _ev(report.facts["store_resolve"])))
     if report.has("addr_in_use"):
         out.append(
             Signal(
@@ -319,43 +396,34 @@ def nccl_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     codes = {str(f.fields.get("code")) for f in report.facts.get("nccl_code", [])}
     ev_codes = _ev(report.facts.get("nccl_code"))
     if "ncclRemoteError" in codes:
-        out.append(
-            Signal("rank_crashed", 0.3, "ncclRemoteError: a remote peer failed or exited", ev_codes)
-        )
-        out.append(
-            Signal("infiniband_roce", 0.25, "ncclRemoteError can be a network fault", ev_codes)
-        )
+        # "remote process exited or there was a network error": across nodes with no rank
+        # seen dying, the network is the likelier half.
+        crashed = bool(cr.crashed_ranks)
+        across = _multi_node(report) and not crashed
+        out.append(Signal("rank_crashed", 0.25 if across else 0.3,
+                          "ncclRemoteError: a remote peer failed or exited", ev_codes))
+        out.append(Signal("infiniband_roce", 0.3 if report.has("net_ib") else 0.2,
+                          "ncclRemoteError can be a network fault", ev_codes))
+        if across:
+            out.append(Signal("network_interface", 0.3, "ncclRemoteError across nodes: the peer "
+                              "was unreachable on the interface NCCL chose", ev_codes))
     if "ncclSystemError" in codes:
-        out.append(
-            Signal(
-                "network_interface",
-                0.2,
-                "ncclSystemError: a system call (socket, shm) failed",
-                ev_codes,
-            )
-        )
-        out.append(
-            Signal(
-                "shm_ipc_container",
-                0.2,
-                "ncclSystemError: a system call (socket, shm) failed",
-                ev_codes,
-            )
-        )
+        # A failed system call: sockets across nodes, /dev/shm within one. Let the context
+        # decide which is likelier; with none, both stay open.
+        shm_ctx = report.has("shm") or report.transports.get("SHM", 0) > 0
+        net, shm = (0.35, 0.15) if _multi_node(report) else (0.15, 0.35) if shm_ctx else (0.2, 0.2)
+        reason = "ncclSystemError: a system call (socket, shm) failed"
+        out.append(Signal("network_interface", net, reason, ev_codes))
+        out.append(Signal("shm_ipc_container", shm, reason, ev_codes))
     if "ncclUnhandledCudaError" in codes:
-        out.append(
-            Signal(
-                "version_incompatibility",
-                0.25,
-                "ncclUnhandledCudaError: a CUDA call failed",
-                ev_codes,
-            )
-        )
-        out.append(
-            Signal(
-                "gpu_hardware_fault", 0.15, "ncclUnhandledCudaError: a CUDA call failed", ev_codes
-            )
-        )
+        reason = "ncclUnhandledCudaError: a CUDA call inside NCCL failed"
+        out.append(Signal("version_incompatibility", 0.3, reason + " (most often a CUDA "
+                          "runtime, driver and NCCL build that do not match)", ev_codes))
+        out.append(Signal("gpu_hardware_fault", 0.15, reason, ev_codes))
+    if "ncclInvalidArgument" in codes:
+        out.append(Signal("version_incompatibility", 0.3, "ncclInvalidArgument: the NCCL library "
+                          "rejected its arguments (often a different NCCL than the caller was "
+                          "built for)", ev_codes))
     if "ncclInvalidUsage" in codes:
         out.append(
             Signal(
@@ -366,14 +434,22 @@ def nccl_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
             )
         )
     if "ncclInternalError" in codes:
-        out.append(Signal("network_interface", 0.2, "ncclInternalError", ev_codes))
-    if report.has("ib_completion"):
+        out.append(Signal("network_interface", 0.3 if _multi_node(report) else 0.2,
+                          "ncclInternalError", ev_codes))
+    ib = report.facts.get("ib_completion", [])
+    prot = [f for f in ib if f.fields.get("status") == 4]
+    if prot:
+        # IBV_WC_LOC_PROT_ERR: the NIC could not access the registered (GPU) memory; with
+        # GPUDirect RDMA that is PCIe ACS/IOMMU or a broken peer-memory registration.
+        out.append(Signal("gpudirect_rdma", 0.6, "IB completion error 4 (local protection): "
+                          "the NIC could not access GPU memory (GPUDirect RDMA path)", _ev(prot)))
+    if ib:
         out.append(
             Signal(
                 "infiniband_roce",
-                0.8,
+                0.45 if len(prot) == len(ib) else 0.8,
                 "InfiniBand/RoCE completion error",
-                _ev(report.facts["ib_completion"]),
+                _ev(ib),
             )
         )
     if report.has("duplicate_gpu"):
@@ -445,27 +521,20 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         "ib_completion",
         "nccl_trace",
     )
-    started = (
-        report.has("nccl_version")
-        or report.has("comm_init")
-        or report.has("net_socket")
-        or report.has("net_ib")
-        or report.has("bootstrap_if")
-    )
-    if not started or any(report.has(k) for k in failure_kinds) or _failing_warns(report):
+    progress_kinds = ("nccl_version", "comm_init", "net_socket", "net_ib", "bootstrap_if",
+                      "nccl_tests", "nccl_tests_rank", "nccl_tests_row")
+    started = any(report.has(k) for k in progress_kinds[:-1])
+    finished = report.has("nccl_tests_avg")  # nccl-tests printed its summary: no hang
+    if (not started or finished or any(report.has(k) for k in failure_kinds)
+            or _failing_warns(report)):
         return []
-    last_nccl = max(
-        (
-            f.ev.line
-            for k in ("nccl_version", "comm_init", "net_socket", "net_ib", "bootstrap_if")
-            for f in report.facts.get(k, [])
-        ),
-        default=0,
-    )
+    last_nccl = max((f.ev.line for k in progress_kinds for f in _all_facts(report, k)),
+                    default=0)
     total = max((s.lines for s in report.sources), default=0)
     if total - last_nccl > 5:
         return []  # the job went on printing after NCCL started: no sign of a hang
-    ev = _ev(report.facts.get("net_socket") or report.facts.get("nccl_version"))
+    ev = _ev(report.facts.get("net_socket") or report.facts.get("nccl_version")
+             or report.facts.get("nccl_tests_row") or report.facts.get("nccl_tests"))
     if len(report.hosts) <= 1:
         return [
             Signal(
@@ -492,6 +561,8 @@ def warn_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     for f in _failing_warns(report)[:16]:
         msg = str(f.fields.get("message", ""))
         low = msg.lower()
+        if "got completion from peer" in low:
+            continue  # an IB completion error: scored by nccl_rule from its status
         if "net/ib" in low or "ibv_" in low:
             out.append(Signal("infiniband_roce", 0.35, "NCCL WARN from the IB transport", [f.ev]))
         elif "connect to" in low or "socket" in low or "bootstrap" in low:
@@ -507,14 +578,62 @@ def warn_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     return out
 
 
+def _all_facts(report: LogReport, kind: str) -> list[Fact]:
+    """The kept facts of a kind, with the last one too (long runs keep only the first 64)."""
+    facts = report.facts.get(kind, [])
+    last = report.last_fact.get(kind)
+    return [*facts, last] if last is not None and (not facts or last is not facts[-1]) else facts
+
+
+def gdr_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """IB channels without /GDRDMA: GPUDirect RDMA is off on some or all of them."""
+    with_gdr = report.transports.get("NET/IB+GDRDMA", 0)
+    without = report.transports.get("NET/IB-noGDR", 0)
+    if not without:
+        return []
+    ev = _ev(report.facts.get("net_ib"))
+    if with_gdr:
+        return [Signal("gpudirect_rdma", 0.45, f"{without} IB channel(s) run without GPUDirect "
+                       f"RDMA while {with_gdr} use it: peer memory is missing on some nodes", ev)]
+    return [Signal("gpudirect_rdma", 0.25, "no IB channel uses GPUDirect RDMA (/GDRDMA)", ev)]
+
+
+def node_facts_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """What people paste from the node: nvidia-smi's process list, the topology, lspci."""
+    out = []
+    per_gpu: dict[int, list[Fact]] = {}
+    for f in report.facts.get("gpu_process", []):
+        per_gpu.setdefault(f.fields["gpu"], []).append(f)
+    crowded = {g: fs for g, fs in per_gpu.items() if len({f.fields["pid"] for f in fs}) >= 3}
+    if crowded and len(crowded) < len(per_gpu) + 1:
+        gpu, facts = max(crowded.items(), key=lambda kv: len(kv[1]))
+        out.append(Signal("device_assignment", 0.55, f"{len(facts)} processes hold memory on "
+                          f"GPU {gpu}: ranks did not select their own device", _ev(facts, 3)))
+    failing = any(report.has(k) for k in ("watchdog_timeout", "nccl_code", "oom", "signal",
+                                         "xid", "ib_completion"))
+    if report.has("acs_enabled"):
+        out.append(Signal("p2p_pcie_topology", 0.6, "PCIe ACS is enabled on a bridge "
+                          "(ACSCtl SrcValid+): P2P traffic is routed through the root complex",
+                          _ev(report.facts["acs_enabled"])))
+    if not failing and (report.has("topo_matrix") or report.has("lspci_gpu")):
+        facts = report.facts.get("topo_matrix") or report.facts.get("lspci_gpu")
+        out.append(Signal("p2p_pcie_topology", 0.3, "the GPUs' PCIe topology was shared "
+                          "(nvidia-smi topo -m / lspci): P2P between them is in question",
+                          _ev(facts)))
+    return out
+
+
 RULES: tuple[Rule, ...] = (
     crash_rule,
+    mismatch_rule,
     timeout_rule,
     launch_rule,
     nccl_rule,
     hardware_rule,
     hang_rule,
     warn_rule,
+    gdr_rule,
+    node_facts_rule,
 )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from bot.errors import InputError
 from bot.knowledge.cards import Card
-from bot.logs.extract import BY_KIND, EXTRACTORS
+from bot.logs.extract import BY_KIND, EXTRACTORS, NCCL_CODE_OF_TEXT
 from bot.logs.model import (
     Evidence,
     ExceptionRecord,
@@ -161,6 +161,7 @@ def _is_comm_exception(etype: str, message: str) -> bool:
     lowered = message.lower()
     return short == "RuntimeError" and (
         "nccl" in lowered or "timed out" in lowered or "watchdog" in lowered or "gloo" in lowered
+        or "disagreement" in lowered or "mismatch between collectives" in lowered
     )
 
 
@@ -253,8 +254,33 @@ def _h_env(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) ->
 
 
 def _h_transport(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
-    report.transports[fact.fields["transport"].split("/")[0]] += 1
+    transport = fact.fields["transport"]
+    report.transports[transport.split("/")[0]] += 1
+    if transport.startswith("NET/IB"):
+        # NCCL appends /GDRDMA to a network channel that uses GPUDirect RDMA.
+        report.transports["NET/IB+GDRDMA" if "GDRDMA" in transport else "NET/IB-noGDR"] += 1
     return False
+
+
+def _h_code_text(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    code = NCCL_CODE_OF_TEXT.get(str(fact.fields.get("message", "")).lower())
+    if code:
+        report.add_fact(Fact("nccl_code", {"code": code, "from_text": True}, fact.ev))
+    return False
+
+
+def _h_workers(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    for host in str(fact.fields.get("hosts", "")).split(",")[:64]:
+        if host.strip():
+            report.hosts.add(host.strip())
+    return False
+
+
+def _h_tests_rank(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    f = fact.fields
+    if f.get("rank") is not None and f.get("host"):
+        rs = report.rank(f["rank"])
+        rs.host = rs.host or f["host"]
 
 
 def _h_comm_init(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
@@ -341,6 +367,9 @@ _HANDLERS = {
     "nccl_env": _h_env,
     "env_var": _h_env,
     "transport": _h_transport,
+    "nccl_code_text": _h_code_text,
+    "nccl_tests_rank": _h_tests_rank,
+    "launch_hosts": _h_workers,
     "comm_init": _h_comm_init,
     "frame": _h_frame,
     "exception": _h_exception,

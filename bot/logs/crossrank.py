@@ -94,6 +94,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             out.first_failure = Suspect(first.rank, first.host, reason, 0.9, [fact.ev])
             add(first.rank, first.host, reason, 0.9, [fact.ev])
 
+    # 2b. torchrun's agent saw a local rank exit that never reported a timeout itself, while
+    # others did: it died first (on one node the local rank is the rank).
+    if by_rank and len(report.hosts) <= 1 and out.first_failure is None:
+        for fact in report.facts.get("exit_code", []):
+            lr, code = fact.fields.get("local_rank"), fact.fields.get("code")
+            if lr is not None and code not in (None, 0) and lr not in by_rank:
+                reason = f"exited with code {code} without reporting a watchdog timeout"
+                out.first_failure = Suspect(lr, None, reason, 0.85, [fact.ev])
+                add(lr, None, reason, 0.85, [fact.ev])
+                break
+
     # 3. Ranks that did not report a timeout while most others did.
     world = report.world_size
     if world and len(by_rank) >= max(2, world // 2) and len(by_rank) < world:

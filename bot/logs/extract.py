@@ -54,6 +54,16 @@ def _groups(*names: str, ints: tuple[str, ...] = ()) -> Callable[[re.Match[str]]
     return convert
 
 
+#: ncclGetErrorString()'s text -> the ncclResult_t name (torch and nccl-tests print the text).
+NCCL_CODE_OF_TEXT = {
+    "unhandled cuda error": "ncclUnhandledCudaError",
+    "unhandled system error": "ncclSystemError",
+    "internal error": "ncclInternalError",
+    "invalid argument": "ncclInvalidArgument",
+    "invalid usage": "ncclInvalidUsage",
+    "remote process exited or there was a network error": "ncclRemoteError",
+}
+
 E = Extractor
 EXTRACTORS: tuple[Extractor, ...] = (
     # --- ProcessGroupNCCL watchdog, heartbeat, desync ---------------------------------
@@ -104,7 +114,8 @@ EXTRACTORS: tuple[Extractor, ...] = (
     E(
         "mismatch",
         r"(Detected mismatch between collectives on ranks|CollectiveFingerPrint\(|"
-        r"collectives mismatch|Mismatch between collective)",
+        r"collectives mismatch|Mismatch between collective|"
+        r"Detected a disagreement on list length between rank)",
         _groups("message"),
     ),
     E(
@@ -119,6 +130,23 @@ EXTRACTORS: tuple[Extractor, ...] = (
         _groups("src", "line", "code", ints=("line", "code")),
     ),
     E("some_failed", r"Some NCCL operations have failed or timed out"),
+    E(
+        "long_step",
+        r"\b([Ss]aving (?:the )?(?:model|checkpoint)|save_checkpoint|[Ee]valuating|"
+        r"[Rr]unning (?:evaluation|validation|predictions)|[Ss]canning '|[Cc]lustering \d|"
+        r"[Pp]reprocessing|[Tt]okenizing|[Dd]ownloading|[Bb]uilding (?:the )?index)",
+        _groups("activity"),
+    ),
+    E(
+        "watchdog_frame",
+        r"ProcessGroupNCCL::(?:WorkNCCL::checkTimeout|ncclCommWatchdog|watchdogHandler)",
+    ),
+    E(
+        "hvd_stall",
+        r"(One or more tensors were submitted to be reduced, gathered or broadcasted by subset|"
+        r"\[ready ranks: ([\d, ]+)\])",
+        lambda m: {"ready": [int(x) for x in (m.group(2) or "").replace(",", " ").split()]},
+    ),
     # --- NCCL errors, warnings and init facts -------------------------------------------
     E(
         "nccl_error",
@@ -132,6 +160,32 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"ncclInvalidArgument|ncclRemoteError|ncclInProgress)\b",
         _groups("code"),
     ),
+    E(
+        "nccl_code_text",
+        r"(?:NCCL error|NCCL failure|nccl\w* failed|NCCL communicator|NCCL_CHECK)[^\n]*?"
+        r"\b(unhandled cuda error|unhandled system error|internal error|invalid argument|"
+        r"invalid usage|remote process exited or there was a network error)",
+        _groups("message"),
+        ignore_case=True,
+    ),
+    E(
+        "nccl_tests",
+        r"^#? ?(?:nThread \d+ nGpus \d+ minBytes|Using devices$|(?:NCCL )?[Tt]ests compiled with)",
+        _groups(),
+    ),
+    E(
+        "nccl_tests_rank",
+        r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+on\s+(\S+)\s+device|uses device)"
+        r"\s+(\d+)",
+        _groups("rank", "host", "device", ints=("rank", "device")),
+    ),
+    E(
+        "nccl_tests_row",
+        r"^\s*(\d+)\s+(\d+)\s+(?:float|half|bfloat16|double|u?int(?:8|32|64)|fp8\w*|f8\w*)\s+"
+        r"(\w+)\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)",
+        _groups("bytes", "count", "op", "time_us", "algbw", "busbw", ints=("bytes", "count")),
+    ),
+    E("nccl_tests_avg", r"# Avg bus bandwidth\s*:\s*([\d.]+)", _groups("busbw")),
     E("last_error", r"^Last error:\s*(.*)$", _groups("reason"), after=1, trigger=r"Last error:"),
     E("nccl_warn", r"NCCL WARN (.+)$", _groups("message")),
     E(
@@ -164,7 +218,9 @@ EXTRACTORS: tuple[Extractor, ...] = (
     E(
         "oom",
         r"(CUDA out of memory|OutOfMemoryError|Failed to CUDA calloc|cudaErrorMemoryAllocation|"
-        r"out of memory \(|CUBLAS_STATUS_ALLOC_FAILED)",
+        r"out of memory \(|CUBLAS_STATUS_ALLOC_FAILED|CUDA [Ee]rror: out of memory|"
+        r"CUDA_ERROR_OUT_OF_MEMORY|CUresult error:? +(?:result=)?2\b|"
+        r"RESOURCE_EXHAUSTED: Out of memory)",
         _groups("message"),
     ),
     E(
@@ -193,9 +249,9 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E(
         "exit_code",
-        r"(?:exit(?:ed with)? (?:code|status)[: ]+|returned non-zero exit status |exitcode\s*: )"
-        r"(-?\d+)(?: \(pid: (\d+)\))?",
-        _groups("code", "pid", ints=("code", "pid")),
+        r"(?:exit(?:ed with)? (?:code|status)[: ]+|returned non-zero exit status |exitcode\s*: |"
+        r"exits with return code = )(-?\d+)\)?(?: \(pid: (\d+)\))?(?: local_rank: (\d+))?",
+        _groups("code", "pid", "local_rank", ints=("code", "pid", "local_rank")),
     ),
     E(
         "sigterm_sent",
@@ -226,6 +282,19 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"client socket has timed out after (\d+)ms while trying to connect to \(([^,]+), (\d+)\)",
         _groups("after_ms", "addr", "port", ints=("after_ms", "port")),
     ),
+    E("launch_hosts", r"Running on the following workers: (\S+)", _groups("hosts")),
+    E(
+        "store_connect",
+        r"client socket has failed to connect to (?:any network address of )?"
+        r"(?:\(([^,()]+), (\d+)\)|\[([^\]]+)\]:(\d+)|([\w.-]+):(\d+))",
+        lambda m: {"addr": m.group(1) or m.group(3) or m.group(5),
+                   "port": _int(m.group(2) or m.group(4) or m.group(6))},
+    ),
+    E(
+        "store_resolve",
+        r"network addresses of \(([^,]+), (\d+)\) cannot be retrieved",
+        _groups("addr", "port", ints=("port",)),
+    ),
     E(
         "conn_error",
         r"(Connection refused|Connection reset by peer|No route to host|Network is unreachable|"
@@ -242,7 +311,7 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E(
         "ib_completion",
-        r"Got completion from peer ([\w.:\[\]-]+) with (?:error|status)[ =]+(\d+), opcode (\d+), "
+        r"Got completion from peer (\S+) with (?:error|status)[ =]+(\d+), opcode (\d+), "
         r"(?:len (\d+), )?vendor err (\d+)",
         _groups(
             "peer",
@@ -262,6 +331,22 @@ EXTRACTORS: tuple[Extractor, ...] = (
         "shm",
         r"(/dev/shm|shared memory|unable to allocate shared memory|No space left on device)",
         _groups("message"),
+    ),
+    E(
+        "gpu_process",
+        r"^\|?\s+(\d+)\s+N/A\s+N/A\s+(\d+)\s+[CG](?:\+G)?\s+(.+?)\s+(\d+)MiB\s*\|",
+        _groups("gpu", "pid", "name", "mib", ints=("gpu", "pid", "mib")),
+    ),
+    E(
+        "topo_matrix",
+        r"^\s*GPU(\d+)\s+((?:(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)\s+){2,})",
+        _groups("gpu", "links", ints=("gpu",)),
+    ),
+    E("acs_enabled", r"ACSCtl:\s+SrcValid\+", _groups()),
+    E(
+        "lspci_gpu",
+        r"(?:VGA compatible controller|3D controller)(?: \[\w+\])?: NVIDIA",
+        _groups(),
     ),
     E(
         "xid",

@@ -106,6 +106,7 @@ class LogReport:
     sources: list[SourceStats] = field(default_factory=list)
     engine: str = "re"
     facts: dict[str, list[Fact]] = field(default_factory=dict)
+    last_fact: dict[str, Fact] = field(default_factory=dict)  # the latest of each kind
     counts: Counter[str] = field(default_factory=Counter)
     ranks: dict[int, RankState] = field(default_factory=dict)
     timeouts: list[TimeoutRecord] = field(default_factory=list)
@@ -124,6 +125,7 @@ class LogReport:
         bucket = self.facts.setdefault(fact.kind, [])
         if len(bucket) < MAX_FACTS_PER_KIND:
             bucket.append(fact)
+        self.last_fact[fact.kind] = fact
 
     def first(self, kind: str) -> Fact | None:
         bucket = self.facts.get(kind)
@@ -186,5 +188,13 @@ INFO_KINDS = frozenset(
         "frame",
         "traceback",
         "summary_field",
+        "nccl_tests",
+        "nccl_tests_rank",
+        "nccl_tests_row",
+        "nccl_tests_avg",
+        "gpu_process",
+        "topo_matrix",
+        "lspci_gpu",
+        "long_step",
     }
 )
