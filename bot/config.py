@@ -10,11 +10,12 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -77,8 +78,27 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None
     slack_max_file_bytes: int = Field(default=512 * 2**20, gt=0)
     oncall_usergroup: str | None = None
-    oncall_users: list[str] = Field(default_factory=list)
+    # `U1,U2` or a JSON list `["U1", "U2"]`.
+    oncall_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
     sqlite_path: Path | None = None
+    # Rate limits, per `slack_rate_window_s` seconds.
+    slack_asks_per_user: int = Field(default=30, gt=0)
+    slack_probes_per_user: int = Field(default=6, gt=0)
+    slack_probes_per_node: int = Field(default=4, gt=0)
+    slack_rate_window_s: float = Field(default=600.0, gt=0)
+
+    @field_validator("oncall_users", mode="before")
+    @classmethod
+    def _user_list(cls, value: Any) -> Any:
+        """Accept a comma- or space-separated string as well as a list."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [u for u in text.replace(",", " ").split() if u]
+        return value
 
     @classmethod
     def settings_customise_sources(

@@ -15,7 +15,12 @@ FIXTURES = ROOT / "tests" / "fixtures"
 @pytest.fixture(scope="session")
 def shared_index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One retrieval index for the whole session: embedding every card takes ~40 s here, and
-    tests that need an index of their own pass `index_dir` explicitly."""
+    tests that need an index of their own pass `index_dir` explicitly. Set
+    NCCLBOT_TEST_INDEX_DIR to keep it between local runs (its content hash keeps it current)."""
+    kept = os.environ.get("NCCLBOT_TEST_INDEX_DIR")
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        return Path(kept)
     return tmp_path_factory.mktemp("index")
 
 

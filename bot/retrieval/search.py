@@ -4,6 +4,7 @@ weighted reciprocal rank fusion (see `bot.retrieval.fusion`). Public entry: `sea
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,10 @@ class Retriever:
 
 
 _CACHE: dict[tuple[Any, ...], Retriever] = {}
+#: One Retriever per index: threads (Slack workers) that ask at once wait for the first to
+#: open chromadb and build the index instead of each opening it (chromadb's client is not
+#: safe to create concurrently for one path).
+_CACHE_LOCK = threading.Lock()
 
 
 def get_retriever(settings: Settings | None = None, cards: Sequence[Card] | None = None,
@@ -99,9 +104,13 @@ def get_retriever(settings: Settings | None = None, cards: Sequence[Card] | None
     cards = list(cards if cards is not None else bundled_cards())
     key = (str(settings.index_path), settings.embedding_model, settings.chroma_host,
            settings.chroma_port, tuple(sorted(c.id for c in cards)), id(cards[0]) if cards else 0)
-    if key not in _CACHE:
-        _CACHE[key] = Retriever(settings, cards, progress=progress)
-    return _CACHE[key]
+    found = _CACHE.get(key)
+    if found is None:
+        with _CACHE_LOCK:
+            found = _CACHE.get(key)
+            if found is None:
+                found = _CACHE[key] = Retriever(settings, cards, progress=progress)
+    return found
 
 
 def search(query: str, k: int = 5, log_diagnosis: Diagnosis | None = None, *,

@@ -32,3 +32,19 @@ def test_hits_say_why(retriever: Retriever) -> None:
 def test_chinese_question_reaches_cards_through_dense(retriever: Retriever) -> None:
     dense = [r.card for r in retriever.dense("显卡从 PCIe 总线上掉了")][:3]
     assert "xid-79-gpu-fallen-off-bus" in dense
+
+
+def test_concurrent_first_use_builds_one_retriever(settings: Settings,
+                                                   retriever: Retriever) -> None:
+    """Threads that ask at once (Slack workers after a restart) share one Retriever."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bot.retrieval import search as search_mod
+
+    search_mod._CACHE.clear()
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: search_mod.get_retriever(settings, progress=False),
+                            range(8)))
+    assert len({id(r) for r in got}) == 1
+    assert got[0].search("Xid 79 GPU has fallen off the bus", 1)[0].card == (
+        "xid-79-gpu-fallen-off-bus")

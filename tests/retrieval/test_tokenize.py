@@ -26,3 +26,19 @@ def test_mixed_text() -> None:
     toks = tokenize("训练时报 unhandled system error")
     assert toks[:1] == ["训练"] and "unhandled" in toks
     assert has_cjk("训练") and not has_cjk("NCCL timeout")
+
+
+def test_compact_dictionary_covers_the_cards() -> None:
+    """Every word jieba's full dictionary finds in the cards is in data/zh_words.txt, so a
+    card's terms (显存, 共享内存...) segment alike in cards and questions. On failure: run
+    `.venv/bin/python scripts/build_zh_dict.py` after editing cards."""
+    import jieba
+
+    from bot.retrieval.tokenize import ZH_WORDS
+    from scripts.build_zh_dict import card_words
+
+    full = jieba.Tokenizer()
+    full.initialize()
+    have = {line.split(" ", 1)[0] for line in ZH_WORDS.read_text(encoding="utf-8").splitlines()}
+    missing = sorted(w for w in card_words(full) - have if full.FREQ.get(w))
+    assert not missing, f"run scripts/build_zh_dict.py; missing: {missing[:20]}"
