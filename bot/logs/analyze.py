@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bot.errors import InputError
 from bot.knowledge.cards import Card
@@ -57,7 +58,7 @@ class _SourceState:
 class Analyzer:
     """Compiled once per set of cards; `analyze` is then pure over its inputs."""
 
-    def __init__(self, cards: Sequence[Card]) -> None:
+    def __init__(self, cards: Sequence[Card], cache_dir: Path | None = None) -> None:
         self.cards = list(cards)
         triggers: list[Trigger] = []
         self._extractor_of: dict[int, str] = {}
@@ -71,7 +72,7 @@ class Analyzer:
                 triggers.append(Trigger(next_id, sig.pattern, sig.ignore_case))
                 self._signature_of[next_id] = (card, j)
                 next_id += 1
-        self.patterns = PatternSet(triggers)
+        self.patterns = PatternSet(triggers, cache_dir)
 
     def analyze(self, sources: Iterable[LogSource], limits: Limits | None = None) -> LogReport:
         report = LogReport(engine=self.patterns.engine)
@@ -400,12 +401,13 @@ def _finish(report: LogReport) -> None:
 _ANALYZERS: dict[tuple, Analyzer] = {}
 
 
-def analyzer_for(cards: Sequence[Card]) -> Analyzer:
-    """A cached Analyzer for this set of cards (compiling the patterns takes a moment)."""
+def analyzer_for(cards: Sequence[Card], cache_dir: Path | None = None) -> Analyzer:
+    """A cached Analyzer for this set of cards (compiling the patterns takes a moment; with
+    `cache_dir` the compiled patterns are also kept on disk for the next process)."""
     key = tuple((c.id, tuple((s.pattern, s.ignore_case) for s in c.signatures)) for c in cards)
     analyzer = _ANALYZERS.get(key)
     if analyzer is None:
         if len(_ANALYZERS) > 4:
             _ANALYZERS.clear()
-        analyzer = _ANALYZERS[key] = Analyzer(cards)
+        analyzer = _ANALYZERS[key] = Analyzer(cards, cache_dir)
     return analyzer

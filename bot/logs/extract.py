@@ -185,6 +185,8 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"^\s*(\d+)\s+(\d+)\s+(?:float|half|bfloat16|double|u?int(?:8|32|64)|fp8\w*|f8\w*)\s+"
         r"(\w+)\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)",
         _groups("bytes", "count", "op", "time_us", "algbw", "busbw", ints=("bytes", "count")),
+        trigger=r"\d\s+(?:float|half|bfloat16|double|u?int(?:8|32|64)|fp8|f8)\w*\s+"
+        r"(?:sum|prod|max|min|avg|none)\s",
     ),
     E("nccl_tests_avg", r"# Avg bus bandwidth\s*:\s*([\d.]+)", _groups("busbw")),
     E("last_error", r"^Last error:\s*(.*)$", _groups("reason"), after=1, trigger=r"Last error:"),
@@ -276,7 +278,7 @@ EXTRACTORS: tuple[Extractor, ...] = (
         "summary_field",
         r"^(time|host|rank|exitcode|error_file|traceback)\s*: (.*)$",
         _groups("key", "value"),
-        trigger=r"\b(time|host|rank|exitcode|error_file)\s+: \S",
+        trigger=r"(?:time|host|rank|exitcode|error_file) +: \S",
     ),
     # --- network, rendezvous, launch ----------------------------------------------------------
     E(

@@ -2,11 +2,12 @@
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 
 import bot.logs.scanner as scanner
-from bot.logs.scanner import PatternSet, Trigger
+from bot.logs.scanner import PatternSet, Trigger, _hs
 
 TRIGGERS = [Trigger(0, r"NCCL WARN"), Trigger(1, r"Watchdog caught"), Trigger(2, r"Last error:", after=1),
             Trigger(3, r"out of memory", ignore_case=True)]
@@ -87,3 +88,20 @@ def test_concurrent_scans_from_many_threads():
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(run, range(16)))
     assert all(r == expected for r in results)
+
+
+@pytest.mark.skipif(_hs is None, reason="Hyperscan is not installed on this platform")
+def test_compiled_patterns_are_cached_on_disk(tmp_path: Path) -> None:
+    triggers = [Trigger(0, r"NCCL WARN (.+)$"), Trigger(1, r"Xid \(PCI:[0-9a-f:.]+\): (\d+)")]
+    text = b"a\nx NCCL WARN boom\nNVRM: Xid (PCI:0000:02:00): 79, fallen off\n"
+    first = PatternSet(triggers, tmp_path)
+    (db,) = tmp_path.glob("hyperscan-*.db")
+    db.write_bytes(b"garbage")  # an unreadable cache is compiled again, not trusted
+    again = PatternSet(triggers, tmp_path)
+    assert db.read_bytes() != b"garbage"
+    loaded = PatternSet(triggers, tmp_path)
+    hits = [[(h.line, sorted(h.triggers)) for h in p.scan([text])] for p in (first, again, loaded)]
+    assert hits[0] == hits[1] == hits[2] == [(2, [0]), (3, [1])]
+    changed = [Trigger(0, r"NCCL WARN (.+)$")]
+    PatternSet(changed, tmp_path)  # other triggers: another cache file
+    assert len(list(tmp_path.glob("hyperscan-*.db"))) == 2
