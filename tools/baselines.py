@@ -62,6 +62,32 @@ def hardware_key(backend: str, gpu_name: str | None, nproc: int) -> str | None:
     return None
 
 
+def _ndr_ports(rates: list[str]) -> int:
+    return sum(1 for r in rates if "NDR" in r.upper() or r.strip().startswith("400"))
+
+
+def expected_busbw(backend: str, gpu_name: str | None, nproc: int, nnodes: int = 1,
+                   ib_port_rates: list[str] | None = None,
+                   collective: str = "all_reduce") -> tuple[float, str] | None:
+    """(expected peak busbw GB/s, what it is based on) when the hardware is known, else None.
+
+    One node: the table above. Several: ~47 GB/s per active NDR port on each node, capped
+    by the single-node figure (the network, not NVLink, bounds a multi-node ring).
+    """
+    key = hardware_key(backend, gpu_name, nproc)
+    node = next((b for b in BASELINES if b.key == key and b.collective == collective), None)
+    if node is None:
+        return None
+    if nnodes <= 1:
+        return node.busbw_gbps, f"{node.label}, {node.sources[0]}"
+    ports = _ndr_ports(ib_port_rates or [])
+    nic = next(b for b in BASELINES if b.key == "ib_ndr_400_per_nic")
+    if not ports or collective != nic.collective:
+        return None
+    value = min(node.busbw_gbps, ports * nic.busbw_gbps)
+    return value, f"{ports} x {nic.label} on {node.label}, {nic.sources[0]}"
+
+
 def baseline_findings(rows: list[dict[str, Any]], backend: str, gpu_name: str | None,
                       nproc: int) -> list[Finding]:
     """"X% of the expected busbw" per collective with a baseline, or a no-baseline note."""

@@ -2,13 +2,16 @@
 
 Exit codes: 0 success, 1 error (the tool ran and failed, or bad input),
 2 unavailable (a prerequisite is missing: no GPU/NVML, no torch, no dmesg access).
-`--json` prints the ToolResult as JSON; otherwise a readable summary.
+`--json` prints the ToolResult as JSON; otherwise a readable summary, in which
+every text a tool produced (errors, findings, variable values, file lines) is
+escaped: it is data, never rich markup.
 Every command dispatches through `tools.registry.run_local`, which the node
 agent also calls, so a later `--node NAME` only swaps the executor.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import typer
@@ -30,23 +33,30 @@ def _emit(result: ToolResult, as_json: bool) -> None:
     raise typer.Exit(EXIT_CODES[result.status])
 
 
-def render(result: ToolResult) -> None:
-    """A rich summary: status, key facts, findings."""
+def _e(value: Any) -> str:
+    """`value` as literal text for rich (escaped markup)."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
+def render(result: ToolResult, con: Any = None) -> None:
+    """A rich summary: status, key facts, findings. Tool output is escaped, never markup."""
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = con or Console()
     style = {"success": "green", "error": "red", "unavailable": "yellow"}[result.status]
-    con.print(f"[bold]{result.tool}[/bold]: [{style}]{result.status}[/{style}]  "
-              f"[dim]{result.invocation}[/dim]")
+    con.print(f"[bold]{_e(result.tool)}[/bold]: [{style}]{result.status}[/{style}]  "
+              f"[dim]{_e(result.invocation)}[/dim]")
     if result.error:
-        con.print(f"[{style}]{result.error}[/{style}]")
+        con.print(f"[{style}]{_e(result.error)}[/{style}]")
     _render_data(con, result)
     if result.findings:
         table = Table("severity", "rule", "message", "card", title="Findings")
         for f in result.findings:
-            table.add_row(f"[{_SEVERITY_STYLE[f.severity]}]{f.severity}[/]", f.rule,
-                          f.message, f.card or "-")
+            table.add_row(f"[{_SEVERITY_STYLE[f.severity]}]{f.severity}[/]", _e(f.rule),
+                          _e(f.message), _e(f.card or "-"))
         con.print(table)
     elif result.status == "success":
         con.print("[green]no findings[/green]")
@@ -58,34 +68,36 @@ def _render_data(con: Any, result: ToolResult) -> None:
     d = result.data
     if result.tool == "probe" and d.get("results"):
         t = Table("collective", "bytes", "time (us)", "algbw GB/s", "busbw GB/s", "correct",
-                  title=f"{d.get('backend')} x{d.get('nproc')}")
+                  title=_e(f"{d.get('backend')} x{d.get('nproc')}"))
         for r in d["results"]:
-            t.add_row(r["collective"], f"{r['bytes']:,}", f"{r['time_us']:.1f}",
-                      f"{r['algbw_gbps']:.3f}", f"{r['busbw_gbps']:.3f}", str(r["correct"]))
+            correct = {True: "yes", False: "[bold red]NO[/]"}.get(r["correct"], "?")
+            t.add_row(_e(r["collective"]), f"{r['bytes']:,}", f"{r['time_us']:.1f}",
+                      f"{r['algbw_gbps']:.3f}", f"{r['busbw_gbps']:.3f}", correct)
         con.print(t)
     elif result.tool == "topo" and d.get("topology"):
         topo = d["topology"]
         gpus = topo["gpus"]
-        t = Table("", *gpus, "CPU affinity", "NUMA", title=f"topology ({d.get('source')})")
+        t = Table("", *map(_e, gpus), "CPU affinity", "NUMA",
+                  title=_e(f"topology ({d.get('source')})"))
         for a in gpus:
-            t.add_row(a, *[("X" if a == b else topo["links"].get(a, {}).get(b, "")) for b in
-                           gpus], topo["cpu_affinity"].get(a, ""),
-                      topo["numa_affinity"].get(a, ""))
+            t.add_row(_e(a), *[_e("X" if a == b else topo["links"].get(a, {}).get(b, ""))
+                               for b in gpus], _e(topo["cpu_affinity"].get(a, "")),
+                      _e(topo["numa_affinity"].get(a, "")))
         con.print(t)
         for nic in topo["nics"]:
             near = [g for g in gpus if topo["links"].get(g, {}).get(nic) in ("PIX", "PXB")]
-            con.print(f"  {topo['nic_names'].get(nic, nic)}: shares a PCIe switch with "
-                      f"{', '.join(near) or 'no GPU'}")
+            con.print(_e(f"  {topo['nic_names'].get(nic, nic)}: shares a PCIe switch with "
+                         f"{', '.join(near) or 'no GPU'}"))
     elif result.tool == "env":
         for k, v in d.get("variables", {}).items():
-            con.print(f"  {k}={v}")
+            con.print(_e(f"  {k}={v}"))
         pk = d.get("versions", {}).get("packages", {})
-        con.print("  versions: " + ", ".join(f"{k} {v}" for k, v in pk.items() if v))
+        con.print(_e("  versions: " + ", ".join(f"{k} {v}" for k, v in pk.items() if v)))
     elif result.tool == "xid":
-        con.print(f"  {d.get('count', 0)} Xid events; codes {d.get('codes', {})}")
+        con.print(_e(f"  {d.get('count', 0)} Xid events; codes {d.get('codes', {})}"))
     if d.get("interfaces") and result.tool != "env":
-        con.print("  NICs: " + ", ".join(f"{i['name']}({i['state']}, mtu {i['mtu']})"
-                                         for i in d["interfaces"] if not i.get("virtual")))
+        con.print(_e("  NICs: " + ", ".join(f"{i['name']}({i['state']}, mtu {i['mtu']})"
+                                            for i in d["interfaces"] if not i.get("virtual"))))
 
 
 @node_app.command()
@@ -119,16 +131,34 @@ def probe(
     collectives: str = typer.Option(None, help="comma list, e.g. all_reduce,all_gather"),
     plot: str = typer.Option(None, help="write a busbw PNG to this file"),
     nccl_tests: str = typer.Option(None, "--nccl-tests", help="run nccl-tests from this dir"),
+    nnodes: int = typer.Option(1, "--nnodes", help="nodes in a torchrun c10d rendezvous; run "
+                               "this same command on each (needs --rdzv-endpoint)"),
+    node_rank: int = typer.Option(None, "--node-rank",
+                                  help="this node's rank; node 0 hosts the c10d store"),
+    rdzv_endpoint: str = typer.Option(None, "--rdzv-endpoint",
+                                      help="HOST:PORT of the c10d rendezvous (node 0's address)"),
+    rdzv_id: str = typer.Option("ncclbot-probe", "--rdzv-id",
+                                help="rendezvous id, the same on every node"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
-    """Bounded collective bandwidth sweep (nccl-tests style busbw)."""
+    """Bounded collective bandwidth sweep (nccl-tests style busbw).
+
+    With --nnodes/--rdzv-endpoint it runs under torchrun's c10d rendezvous (start it on
+    every node); each node prints the rows its own ranks measured.
+    """
+    from tools.probe_worker import FAULT_ENV
+
     params: dict[str, Any] = {
         "backend": backend, "nproc": nproc, "min_bytes": min_bytes, "max_bytes": max_bytes,
         "factor": factor, "iters": iters, "warmup": warmup, "timeout": timeout,
-        "collective_timeout": collective_timeout, "plot": plot, "nccl_tests": nccl_tests}
+        "collective_timeout": collective_timeout, "plot": plot, "nccl_tests": nccl_tests,
+        "nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": rdzv_endpoint,
+        "rdzv_id": rdzv_id}
     if collectives:
         params["collectives"] = [c.strip() for c in collectives.split(",") if c.strip()]
-    _emit(run_local("probe", params), json_out)
+    # Test-only fault injection: honoured here (the caller's own environment), never by
+    # the agent unless NCCLBOT_AGENT_ALLOW_FAULTS=1.
+    _emit(run_local("probe", params, fault=os.environ.get(FAULT_ENV) or None), json_out)
 
 
 @node_app.command()

@@ -86,9 +86,9 @@ def run_nccl_tests(p: ProbeParams, runner: CommandRunner | None = None,
     base = Path(p.nccl_tests or ".")
     ngpus = ngpus or p.nproc
     if ngpus is None:
-        from tools.probe import _gpu_info
+        from tools.probe import gpu_info
 
-        ngpus, _, reason = _gpu_info("nccl")
+        ngpus, _, reason = gpu_info("nccl")
         if not ngpus:
             return ToolResult.unavailable("probe", f"nccl-tests in {base}",
                                           f"nccl-tests need GPUs: {reason or 'no GPU found'}")

@@ -7,9 +7,14 @@ It reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
 environment as torchrun sets them, writes `rank{R}.progress` (the step it is in)
 before every step and `rank{R}.json` (its rows, or its error) at the end.
 
-Test-only fault injection, `NCCLBOT_PROBE_FAULT`:
+Test-only fault injection, `NCCLBOT_PROBE_FAULT` (the node agent ignores it unless
+NCCLBOT_AGENT_ALLOW_FAULTS=1; see docs/agent.md). Without `rank=` a fault applies to
+every rank the process tree launches; `collective=` and `bytes=` narrow it to steps:
   hang:rank=1:collective=all_reduce:bytes=1024   rank 1 never enters that step
-  delay:rank=1:seconds=0.5[:collective=...]      rank 1 sleeps before each matching step
+  delay:rank=1:seconds=0.5[:collective=...]      rank 1 sleeps before each timed iteration,
+                                                 so the step's time really grows (busbw drops)
+  corrupt:rank=0[:collective=all_reduce]         one element of rank 0's input buffers is
+                                                 wrong, so the correctness check must fail
 """
 
 from __future__ import annotations
@@ -55,10 +60,18 @@ class Sweep:
 
     def __init__(self, torch: Any, dist: Any, rank: int, world: int, device: Any) -> None:
         self.torch, self.dist, self.rank, self.n, self.device = torch, dist, rank, world, device
+        #: Test-only: alter one element of this rank's input buffers (the `corrupt` fault).
+        self.corrupt = False
 
     def _full(self, count: int, value: float) -> Any:
         return self.torch.full((count,), float(value), dtype=self.torch.float32,
                                device=self.device)
+
+    def _input(self, x: Any) -> Any:
+        """`x` as this rank's input buffer (one element off under the corrupt fault)."""
+        if self.corrupt:
+            x[0] += 1
+        return x
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -77,37 +90,37 @@ class Sweep:
             count = max(n, nbytes // 4 // n * n)
         chunk = count // n
         if coll == "all_reduce":
-            buf = self._full(count, 1)
+            buf = self._input(self._full(count, 1))
 
             def fresh_sum() -> bool:
-                x = self._full(count, r + 1)
+                x = self._input(self._full(count, r + 1))
                 dist.all_reduce(x)
                 return bool((x == n * (n + 1) / 2).all())
             return count * 4, lambda: dist.all_reduce(buf), fresh_sum
         if coll == "broadcast":
-            buf = self._full(count, 7 if r == 0 else 0)
+            buf = self._input(self._full(count, 7 if r == 0 else 0))
 
             def fresh_bcast() -> bool:
-                x = self._full(count, 7 if r == 0 else 0)
+                x = self._input(self._full(count, 7 if r == 0 else 0))
                 dist.broadcast(x, src=0)
                 return bool((x == 7).all())
             return count * 4, lambda: dist.broadcast(buf, src=0), fresh_bcast
         if coll == "all_gather":
-            inp, out = self._full(chunk, r + 1), self._full(count, 0)
+            inp, out = self._input(self._full(chunk, r + 1)), self._full(count, 0)
             expect = t.arange(1, n + 1, dtype=t.float32, device=self.device)
             expect = expect.repeat_interleave(chunk)
 
             gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
             return count * 4, lambda: gather(out, inp), lambda: bool(t.equal(out, expect))
         if coll == "reduce_scatter":
-            inp, out = self._full(count, r + 1), self._full(chunk, 0)
+            inp, out = self._input(self._full(count, r + 1)), self._full(chunk, 0)
 
             scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
             return (count * 4, lambda: scatter(out, inp),
                     lambda: bool((out == n * (n + 1) / 2).all()))
         if coll == "alltoall":
             inp = t.arange(n, dtype=t.float32, device=self.device).add(r * n)
-            inp = inp.repeat_interleave(chunk)
+            inp = self._input(inp.repeat_interleave(chunk))
             out = self._full(count, -1)
             expect = (t.arange(n, dtype=t.float32, device=self.device) * n + r)
             expect = expect.repeat_interleave(chunk)
@@ -115,7 +128,7 @@ class Sweep:
             return (count * 4, lambda: dist.all_to_all_single(out, inp),
                     lambda: bool(t.equal(out, expect)))
         if coll == "sendrecv":
-            send, recv = self._full(count, r + 1), self._full(count, 0)
+            send, recv = self._input(self._full(count, r + 1)), self._full(count, 0)
             prev, nxt = (r - 1) % n, (r + 1) % n
 
             def run() -> None:
@@ -125,7 +138,10 @@ class Sweep:
             return count * 4, run, lambda: bool((recv == prev + 1).all())
         raise ValueError(f"unknown collective {coll}")
 
-    def step(self, coll: str, nbytes: int, warmup: int, iters: int) -> dict[str, Any]:
+    def step(self, coll: str, nbytes: int, warmup: int, iters: int,
+             delay_s: float = 0.0) -> dict[str, Any]:
+        """Warm up, time `iters` runs, verify. `delay_s` (test-only fault) stalls this rank
+        before each timed run, as a slow GPU or link would: its peers wait in the collective."""
         actual, run, verify = self.op(coll, nbytes)
         for _ in range(warmup):
             run()
@@ -133,6 +149,8 @@ class Sweep:
         self.dist.barrier()
         start = time.perf_counter()
         for _ in range(iters):
+            if delay_s:
+                time.sleep(delay_s)
             run()
         self._sync()
         elapsed = time.perf_counter() - start
@@ -181,12 +199,14 @@ def main(argv: list[str] | None = None) -> int:
             for nbytes in [int(s) for s in args.sizes.split(",")]:
                 where = {"collective": coll, "bytes": nbytes}
                 _write(progress, {**where, "t": time.time()})
-                if _fault_applies(fault, rank, coll, nbytes):
-                    if fault and fault["kind"] == "hang":
-                        while True:
-                            time.sleep(3600)
-                    time.sleep(float(fault.get("seconds", 1)) if fault else 0)
-                rows.append(sweep.step(coll, nbytes, args.warmup, args.iters))
+                hit = fault if _fault_applies(fault, rank, coll, nbytes) else None
+                kind = hit["kind"] if hit else None
+                if kind == "hang":
+                    while True:
+                        time.sleep(3600)
+                sweep.corrupt = kind == "corrupt"
+                delay = float(hit.get("seconds", 1)) if hit and kind == "delay" else 0.0
+                rows.append(sweep.step(coll, nbytes, args.warmup, args.iters, delay))
         where = {"collective": "finish", "bytes": 0}
         _write(progress, {**where, "t": time.time()})
         dist.barrier()

@@ -5,6 +5,7 @@ call. Requests are validated against the parameter models before running.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,6 +15,16 @@ from tools.busbw import COLLECTIVES
 from tools.result import ToolResult
 
 GIB = 2**30
+#: At most this many message sizes in one sweep (min..max by factor).
+MAX_SIZES = 64
+#: Per node, ranks x largest message: each rank holds up to ~3 buffers of max_bytes
+#: (GPU memory for nccl, host memory for gloo).
+MAX_NODE_BYTES = {"nccl": 64 * GIB, "gloo": 8 * GIB}
+#: Ranks assumed when nproc is left to the node (GPUs for nccl, 2 for gloo).
+DEFAULT_NPROC = {"nccl": 8, "gloo": 2}
+#: An optimistic per-rank bus rate; a sweep that cannot finish within `timeout` even at
+#: this rate is refused up front instead of being killed half-way.
+FAST_BYTES_PER_S = {"nccl": 500e9, "gloo": 20e9}
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall",
                      "sendrecv"]
 
@@ -49,12 +60,59 @@ class ProbeParams(Params):
     plot: str | None = Field(None, max_length=4096, description="write a busbw PNG here")
     nccl_tests: str | None = Field(None, max_length=4096,
                                    description="directory of NVIDIA nccl-tests binaries")
+    nnodes: int = Field(1, ge=1, le=1024, description="nodes in a torchrun c10d rendezvous")
+    node_rank: int | None = Field(None, ge=0, le=1023,
+                                  description="this node's rank; node 0 hosts the c10d store")
+    rdzv_endpoint: str | None = Field(
+        None, max_length=260, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):"
+        r"\d{1,5}$", description="HOST:PORT of the c10d rendezvous (torchrun --rdzv-endpoint)")
+    rdzv_id: str = Field("ncclbot-probe", min_length=1, max_length=64,
+                         pattern=r"^[A-Za-z0-9_.-]+$", description="torchrun --rdzv-id")
 
     @model_validator(mode="after")
     def _sizes(self) -> ProbeParams:
         if self.min_bytes > self.max_bytes:
             raise ValueError("min_bytes must be <= max_bytes")
+        self._check_joint_bounds()
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise ValueError("nnodes > 1 needs rdzv_endpoint (HOST:PORT of the c10d store)")
+        if self.node_rank is not None and self.node_rank >= self.nnodes:
+            raise ValueError(f"node_rank must be < nnodes ({self.nnodes})")
+        if self.rdzv_endpoint and not 0 < int(self.rdzv_endpoint.rpartition(":")[2]) < 65536:
+            raise ValueError("rdzv_endpoint port must be 1-65535")
         return self
+
+    def _check_joint_bounds(self) -> None:
+        """Parameters each within bounds can still be too big together."""
+        steps = math.ceil(math.log(self.max_bytes / self.min_bytes) / math.log(self.factor)
+                          - 1e-9) + 1 if self.max_bytes > self.min_bytes else 1
+        if steps > MAX_SIZES:
+            raise ValueError(f"min_bytes {self.min_bytes} to max_bytes {self.max_bytes} by "
+                             f"factor {self.factor:g} is {steps} message sizes; at most "
+                             f"{MAX_SIZES} (raise factor or narrow the range)")
+        nproc = self.nproc or DEFAULT_NPROC[self.backend]
+        per_node, limit = nproc * self.max_bytes, MAX_NODE_BYTES[self.backend]
+        if per_node > limit:
+            raise ValueError(f"nproc {nproc} x max_bytes {_size(self.max_bytes)} = "
+                             f"{_size(per_node)} of buffers per node; at most {_size(limit)} "
+                             f"for {self.backend} (lower max_bytes or nproc)")
+        per_step = sum(min(self.max_bytes, self.min_bytes * self.factor ** i)
+                       for i in range(steps))
+        work = per_step * (self.warmup + self.iters) * len(self.collectives)
+        rate = FAST_BYTES_PER_S[self.backend]
+        if work / rate > self.timeout:
+            raise ValueError(f"{len(self.collectives)} collective(s) x {self.warmup} warmup + "
+                             f"{self.iters} iters over {steps} sizes up to "
+                             f"{_size(self.max_bytes)} moves {_size(int(work))} per rank: over "
+                             f"{work / rate:.0f} s even at {rate / 1e9:g} GB/s, longer than "
+                             f"timeout {self.timeout:g} s (fewer iters, smaller sizes)")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
 
 
 class XidParams(Params):
@@ -101,8 +159,12 @@ def validate(tool: str, params: dict[str, Any] | None) -> Params:
     return TOOLS[tool].params.model_validate(params or {})
 
 
-def run_local(tool: str, params: dict[str, Any] | None = None) -> ToolResult:
-    """Validate and run one tool on this node. Never raises: bad input is an error result."""
+def run_local(tool: str, params: dict[str, Any] | None = None, *,
+              fault: str | None = None) -> ToolResult:
+    """Validate and run one tool on this node. Never raises: bad input is an error result.
+
+    `fault`: a test-only fault spec for the probe's workers (`tools.probe_worker`).
+    """
     invocation = f"{tool} {params or {}}"
     if tool not in TOOLS:
         return ToolResult.failed(tool, invocation,
@@ -112,23 +174,24 @@ def run_local(tool: str, params: dict[str, Any] | None = None) -> ToolResult:
     except ValidationError as exc:
         return ToolResult.failed(tool, invocation, f"invalid parameters: {exc}")
     try:
-        return _dispatch(tool, p)
+        return _dispatch(tool, p, fault)
     except Exception as exc:  # noqa: BLE001 - a tool bug must still come back as a result
         return ToolResult.failed(tool, invocation, f"{type(exc).__name__}: {exc}")
 
 
-def _dispatch(tool: str, p: Params) -> ToolResult:
+def _dispatch(tool: str, p: Params, fault: str | None = None) -> ToolResult:
     if isinstance(p, TopoParams):
+        from tools.files import open_regular
         from tools.topo import collect_topology
 
         text = p.topo_text
         if p.topo_file:
             try:
-                with open(p.topo_file, errors="replace") as fh:
+                with open_regular(p.topo_file) as fh:
                     text = fh.read(2_000_000)
             except OSError as exc:
                 return ToolResult.failed(tool, f"topo --topo-file {p.topo_file}",
-                                         f"cannot read {p.topo_file}: {exc.strerror}")
+                                         f"cannot read {p.topo_file}: {exc.strerror or exc}")
         return collect_topology(topo_text=text)
     if isinstance(p, EnvParams):
         from tools.env import collect_env
@@ -137,7 +200,7 @@ def _dispatch(tool: str, p: Params) -> ToolResult:
     if isinstance(p, ProbeParams):
         from tools.probe import run_probe
 
-        return run_probe(p)
+        return run_probe(p, fault=fault)
     if isinstance(p, XidParams):
         from tools.xid import scan_xid
 

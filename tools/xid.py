@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.cards import card_for
+from tools.files import open_regular
 from tools.result import Finding, Severity, ToolResult
 from tools.runner import CommandRunner, SubprocessRunner, render_argv
 from tools.xid_catalog import XID_CATALOG_URL, explain
@@ -78,17 +79,13 @@ def scan_xid(*, file: str | None = None, text: str | None = None,
     if text is not None:
         return _result(parse_xid_lines(text.splitlines()), "xid (text)", "text")
     if file is not None:
-        path = Path(file)
         try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                return ToolResult.failed(TOOL, f"xid --file {file}",
-                                         f"{file} is larger than {MAX_FILE_BYTES >> 20} MiB")
-            with path.open(errors="replace") as fh:
+            with open_regular(file, MAX_FILE_BYTES) as fh:
                 events = parse_xid_lines(fh)
         except OSError as exc:
             return ToolResult.failed(TOOL, f"xid --file {file}",
                                      f"cannot read {file}: {exc.strerror or exc}")
-        return _result(events, f"xid --file {file}", str(path))
+        return _result(events, f"xid --file {file}", str(Path(file)))
     runner = runner or SubprocessRunner()
     reasons = []
     for argv in (["dmesg"], ["journalctl", "-k", "--no-pager", "-q", "-b"]):

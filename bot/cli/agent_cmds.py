@@ -26,6 +26,11 @@ def serve_agent(
     force_user: Annotated[list[str] | None, typer.Option(
         "--force-user", help="May force a probe over busy GPUs (default: "
         "NCCLBOT_ONCALL_USERS). Repeatable.")] = None,
+    name: Annotated[list[str] | None, typer.Option(
+        "--name", help="Another host name (or host:port) the bot may address this agent by, "
+        "as in its NCCLBOT_NODES_FILE url, e.g. behind a proxy or DNS alias. Requests are "
+        "signed for the address the bot used; this machine's own addresses and host name are "
+        "always accepted. Repeatable.")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Run the node agent: signed HTTP API for topo, env, probe and xid on this node."""
@@ -35,7 +40,7 @@ def serve_agent(
     settings = load_settings(config)
     try:
         serve(settings, host, port, audit_log=audit_log, allow_root=allow_root,
-              force_users=force_user)
+              force_users=force_user, names=name)
     except StartError as exc:
         raise ConfigError(str(exc), hint="See docs/agent.md for running the agent.") from exc
 

@@ -37,9 +37,18 @@ def _extra_params(tool: str) -> list[inspect.Parameter]:
             inspect.Parameter("localize", _KW, annotation=str, default=typer.Option(
                 "auto", "--localize", help="auto (when slow/failed), always or never.")),
             inspect.Parameter("expected_busbw", _KW, annotation=float | None, default=typer.Option(
-                None, "--expected-busbw", help="GB/s the full group should reach.")),
+                None, "--expected-busbw", help="GB/s the full group should reach (default: "
+                "the baseline for the nodes' hardware, when known).")),
+            inspect.Parameter("force", _KW, annotation=bool, default=typer.Option(
+                False, "--force", help="With --node/--nodes: probe even while processes hold "
+                "the GPUs (the agent allows it only for users in its force allow list).")),
         ]
     return extra
+
+
+#: Probe options that run torchrun here; an agent takes `--nodes` instead.
+_TORCHRUN_ONLY = {"nnodes": 1, "node_rank": None, "rdzv_endpoint": None,
+                  "rdzv_id": "ncclbot-probe"}
 
 
 def to_params(tool: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -66,11 +75,23 @@ def wrap(tool: str, callback: Callable[..., Any]) -> Callable[..., Any]:
         nodes = kwargs.pop("nodes", None)
         localize_mode = kwargs.pop("localize", "auto")
         expected = kwargs.pop("expected_busbw", None)
+        force = kwargs.pop("force", False)
         if node is None and nodes is None:
+            if force:
+                raise typer.BadParameter("--force only applies with --node or --nodes (a "
+                                         "local probe does not check the GPUs' processes)")
             callback(**kwargs)
             return
+        torchrun = [k for k, default in _TORCHRUN_ONLY.items()
+                    if k in kwargs and kwargs.pop(k) != default]
+        if torchrun:
+            raise typer.BadParameter(
+                f"--{', --'.join(k.replace('_', '-') for k in torchrun)} run torchrun on this "
+                "machine; with agents use --nodes A,B,.. (the bot sets up the rendezvous)")
         as_json = bool(kwargs.get("json_out"))
         body = to_params(tool, kwargs)
+        if force:
+            body["force"] = True
         if nodes is not None:
             from bot.nodes.commands import run_multi
 

@@ -24,6 +24,21 @@ READ_TOOLS = ("topo", "env", "xid")
 RETRY_STATUS = (502, 503, 504)
 
 
+class AgentError(NodeError):
+    """A NodeError from one agent; `kind` says which: unreachable, timeout, auth, refused,
+    busy, rejected, http, malformed."""
+
+    def __init__(self, message: str, hint: str | None = None, *, kind: str = "http",
+                 node: str = "", status: int | None = None,
+                 body: dict[str, Any] | None = None) -> None:
+        super().__init__(message, hint)
+        self.kind, self.node, self.status, self.body = kind, node, status, body or {}
+
+
+class NodeBusyError(AgentError):
+    """409: a probe is running there (`holder`, `since`) or processes hold its GPUs."""
+
+
 def cli_user() -> str:
     try:
         return f"cli:{getpass.getuser()}"
@@ -64,10 +79,16 @@ class NodeClient:
         try:
             return ToolResult.model_validate(data)
         except ValueError as exc:
-            raise NodeError(f"agent on {self.node.name} sent a malformed result: {exc}") from exc
+            raise self._error(f"agent on {self.node.name} sent a malformed result: {exc}",
+                              "malformed") from exc
 
     def probe_port(self) -> int:
         return int(self._call("POST", "/v1/probe/port", {}, idempotent=False)["port"])
+
+    def probe_check(self, force: bool = False) -> None:
+        """Return when a probe (with `force`) would start there now; NodeBusyError when a
+        probe runs or processes hold the GPUs, AgentError(kind="refused") for 403."""
+        self._call("POST", "/v1/probe/check", {"force": force}, idempotent=True)
 
     # -- plumbing ---------------------------------------------------------------
     def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool,
@@ -75,34 +96,43 @@ class NodeClient:
         payload = json.dumps(body).encode() if body is not None else b""
         attempts = 1 + (self.retries if idempotent else 0)
         for attempt in range(attempts):
-            headers = {"Content-Type": "application/json"} if body is not None else {}
-            if signed:
-                headers.update(signed_headers(self.secret, method, path, payload, self.user))
+            request = self._http.build_request(
+                method, path, content=payload or None,
+                headers={"Content-Type": "application/json"} if body is not None else {},
+                timeout=timeout or httpx.USE_CLIENT_DEFAULT)
+            if signed:  # bound to this node: the Host header is inside the signature
+                request.headers.update(signed_headers(self.secret, method,
+                                                      request.headers["host"], path, payload,
+                                                      self.user))
             try:
-                resp = self._http.request(method, path, content=payload or None, headers=headers,
-                                          timeout=timeout or httpx.USE_CLIENT_DEFAULT)
+                resp = self._http.send(request)
             except httpx.TimeoutException as exc:
                 if attempt + 1 < attempts:
                     time.sleep(self.backoff_s * 2**attempt)
                     continue
-                raise NodeError(
+                raise self._error(
                     f"agent on {self.node.name} ({self.node.url}) timed out after "
-                    f"{timeout or self.timeout:g} s ({type(exc).__name__})",
+                    f"{timeout or self.timeout:g} s ({type(exc).__name__})", "timeout",
                     hint="The node may be overloaded or the request too big; retry with a "
                     "smaller probe, or check the agent's audit log.") from exc
             except httpx.TransportError as exc:
                 if attempt + 1 < attempts:
                     time.sleep(self.backoff_s * 2**attempt)
                     continue
-                raise NodeError(
+                raise self._error(
                     f"agent on {self.node.name} ({self.node.url}) is unreachable: {exc}",
-                    hint="Is `ncclbot serve agent` running there, and is the port open from "
-                    "the bot? Check the url in NCCLBOT_NODES_FILE.") from exc
+                    "unreachable", hint="Is `ncclbot serve agent` running there, and is the "
+                    "port open from the bot? Check the url in NCCLBOT_NODES_FILE.") from exc
             if resp.status_code in RETRY_STATUS and attempt + 1 < attempts:
                 time.sleep(self.backoff_s * 2**attempt)
                 continue
             return self._decode(resp)
         raise AssertionError("unreachable")
+
+    def _error(self, message: str, kind: str, hint: str | None = None,
+               status: int | None = None, body: dict[str, Any] | None = None) -> AgentError:
+        cls = NodeBusyError if kind == "busy" else AgentError
+        return cls(message, hint, kind=kind, node=self.node.name, status=status, body=body)
 
     def _decode(self, resp: httpx.Response) -> dict[str, Any]:
         try:
@@ -111,22 +141,29 @@ class NodeClient:
             data = {"detail": resp.text[:300]}
         if resp.status_code == 200 and isinstance(data, dict):
             return data
-        detail = data.get("detail") if isinstance(data, dict) else str(data)
+        body = data if isinstance(data, dict) else {}
+        detail = body.get("detail") if body else str(data)
         name, code = self.node.name, resp.status_code
         if code == 401:
-            raise NodeError(f"agent on {name} refused authentication: {detail}",
-                            hint="NCCLBOT_AGENT_SECRET (or _FILE) must be the same on the bot "
-                            "and the agent, and both clocks within 5 minutes (NTP).")
+            raise self._error(f"agent on {name} refused authentication: {detail}", "auth",
+                              hint="NCCLBOT_AGENT_SECRET (or _FILE) must be the same on the "
+                              "bot and the agent, both clocks within 5 minutes (NTP), and the "
+                              "url in NCCLBOT_NODES_FILE an address the agent knows as its own "
+                              "(its --name).", status=code, body=body)
         if code == 403:
-            raise NodeError(f"agent on {name} refused: {detail}")
+            raise self._error(f"agent on {name} refused: {detail}", "refused", status=code,
+                              body=body)
         if code == 409:
-            raise NodeError(f"node {name} is busy: {detail}",
-                            hint="Wait for the running probe to finish, or ask its owner.")
+            raise self._error(f"node {name} is busy: {detail}", "busy", hint="Wait for the "
+                              "running probe or job to finish, or ask its owner; an on-call "
+                              "user may pass --force over GPUs in use.", status=code, body=body)
         if code in (413, 422):
-            raise NodeError(f"agent on {name} rejected the request: {detail}",
-                            hint="Stay within the documented parameter bounds.")
-        raise NodeError(f"agent on {name} answered HTTP {code}: {detail}",
-                        hint="Check the agent's log and audit log on the node.")
+            raise self._error(f"agent on {name} rejected the request: {detail}", "rejected",
+                              hint="Stay within the documented parameter bounds.",
+                              status=code, body=body)
+        raise self._error(f"agent on {name} answered HTTP {code}: {detail}", "http",
+                          hint="Check the agent's log and audit log on the node.", status=code,
+                          body=body)
 
 
 def tls_context(settings: Any) -> ssl.SSLContext | bool:

@@ -1,14 +1,21 @@
-"""The remote half of `ncclbot node ...`: call agents, render results and localization."""
+"""The remote half of `ncclbot node ...`: call agents, render results and localization.
+
+Everything an agent or a node sends back is data, never markup: it is escaped before
+rich prints it (an error text like `[/x]` would otherwise crash the renderer).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from bot.errors import NodeError
+
+if TYPE_CHECKING:
+    from bot.nodes.localize import Mode
 
 
 def _settings(config: Path | None) -> Any:
@@ -40,7 +47,8 @@ def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: 
               mode: str, expected: float | None) -> None:
     from bot.nodes.client import client_for
     from bot.nodes.inventory import load_inventory
-    from bot.nodes.multiprobe import localize, run_group
+    from bot.nodes.localize import localize
+    from bot.nodes.multiprobe import baseline_for, preflight, run_group
 
     if mode not in ("auto", "always", "never"):
         raise typer.BadParameter("--localize must be auto, always or never")
@@ -56,17 +64,10 @@ def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: 
     timeout = float(params.get("timeout", 600.0)) + 30.0
     clients = {n.name: client_for(settings, n, timeout=timeout) for n in nodes}
     try:
-        def run(group: tuple[str, ...]) -> Any:
-            return run_group(clients, group, params)
-
-        if mode == "never":
-            from bot.nodes.multiprobe import Localization
-
-            full = run(tuple(clients))
-            loc = Localization("healthy" if full.ok else "inconclusive", [],
-                               full.error or "all ranks finished", full)
-        else:
-            loc = localize(run, list(clients), expected_busbw=expected, always=mode == "always")
+        preflight(clients, bool(params.get("force")))
+        loc = localize(lambda group: run_group(clients, group, params), list(clients),
+                       expected_busbw=expected, mode=cast("Mode", mode),
+                       baseline=baseline_for(params))
     finally:
         for c in clients.values():
             c.close()
@@ -83,33 +84,39 @@ def _bar(value: float | None, top: float, width: int = 30) -> str:
     return "█" * max(1, round(width * value / top)) + f" {value:.3f}"
 
 
-def render_localization(loc: Any) -> None:
+def render_localization(loc: Any, con: Any = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    con = Console(highlight=False)
+    con = con or Console(highlight=False)
     style = {"healthy": "green", "node": "red", "link": "red"}.get(loc.verdict, "yellow")
-    con.print(f"[bold]multi-node probe[/]: [{style}]{loc.verdict}[/] - {loc.summary}")
+    con.print(f"[bold]multi-node probe[/]: [{style}]{escape(loc.verdict)}[/] - "
+              f"{escape(loc.summary)}")
     full = loc.full
-    con.print(f"full group {', '.join(full.nodes)}: "
-              + ("ok" if full.ok else f"[red]failed[/] {full.error}")
+    con.print(f"full group {escape(', '.join(full.nodes))}: "
+              + ("ok" if full.ok else f"[red]failed[/] {escape(full.error or '')}")
               + (f", busbw {full.busbw_gbps:.3f} GB/s" if full.busbw_gbps else ""))
+    if loc.expected_busbw:
+        con.print(f"expected busbw {loc.expected_busbw:.1f} GB/s "
+                  f"({escape(loc.expected_source or '')})")
     if loc.pairs:
         top = max((p.busbw_gbps or 0.0) for p in loc.pairs)
         t = Table("pair", "status", "duration s", "busbw GB/s (largest size)", title="pairs")
         for p in loc.pairs:
-            status = "[red]bad[/]" if p.bad else "[green]ok[/]"
-            t.add_row(" <-> ".join(p.nodes), status, f"{p.duration_s:.1f}",
-                      _bar(p.busbw_gbps, top) if p.ok else (p.error or "failed")[:80])
+            status = "[yellow]busy[/]" if p.busy else "[red]bad[/]" if p.bad else "[green]ok[/]"
+            t.add_row(escape(" <-> ".join(p.nodes)), status, f"{p.duration_s:.1f}",
+                      _bar(p.busbw_gbps, top) if p.ok else escape((p.error or "failed")[:80]))
         con.print(t)
     if loc.nodes:
-        t = Table("node", "pairs", "bad pairs", "median busbw", "hung here", "verdict",
-                  title="nodes")
+        t = Table("node", "pairs", "bad pairs", "median busbw", "peers' median", "hung here",
+                  "verdict", title="nodes")
         for n, s in loc.nodes.items():
-            bw = s["median_busbw_gbps"]
-            t.add_row(n, str(s["pairs"]), str(s["bad_pairs"]),
-                      f"{bw:.3f}" if bw is not None else "-", "yes" if s["hung_here"] else "",
-                      s.get("verdict", ""))
+            bw, peers = s["median_busbw_gbps"], s.get("peers_median_busbw_gbps")
+            t.add_row(escape(n), str(s["pairs"]), str(s["bad_pairs"]),
+                      f"{bw:.3f}" if bw is not None else "-",
+                      f"{peers:.3f}" if peers is not None else "-",
+                      "yes" if s["hung_here"] else "", escape(s.get("verdict", "")))
         con.print(t)
 
 

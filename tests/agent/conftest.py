@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -41,6 +42,11 @@ class Agent:
     def node(self) -> Node:
         return Node(name=self.name, url=self.url)
 
+    @property
+    def target(self) -> str:
+        """The Host header a client sends to this agent (signed with every request)."""
+        return self.url.split("://", 1)[1]
+
     def client(self, secret: str = SECRET, user: str = "slack:U1", **kw: Any) -> NodeClient:
         return NodeClient(self.node, secret.encode(), user, **kw)
 
@@ -62,7 +68,8 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, limit: f
     raise RuntimeError(f"agent at {url} did not come up")
 
 
-def start_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None) -> Agent:
+def spawn_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None) -> Agent:
+    """`ncclbot serve agent` as a subprocess on a free loopback port (not yet waited for)."""
     port = free_port()
     audit = tmp / f"{name}-audit.jsonl"
     argv = [sys.executable, "-m", "bot.cli.main", "serve", "agent", "--host", LOOPBACK,
@@ -74,9 +81,41 @@ def start_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = No
                     NCCLBOT_DATA_DIR=str(tmp / "data"), **(env or {}))
     log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the agent
     proc = subprocess.Popen(argv, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
-    agent = Agent(name, f"http://{LOOPBACK}:{port}", audit, proc)
-    wait_healthy(agent.url, proc)
+    return Agent(name, f"http://{LOOPBACK}:{port}", audit, proc)
+
+
+def start_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None) -> Agent:
+    agent = spawn_agent(tmp, name, env)
+    wait_healthy(agent.url, agent.proc)
     return agent
+
+
+def start_agents(tmp: Path, envs: dict[str, dict[str, str]]) -> dict[str, Agent]:
+    """Several agents started at once (name -> extra env); stopped again if one fails."""
+    agents = {name: spawn_agent(tmp, name, env) for name, env in envs.items()}
+    try:
+        for a in agents.values():
+            wait_healthy(a.url, a.proc)
+    except BaseException:
+        for a in agents.values():
+            stop_agent(a)
+        raise
+    return agents
+
+
+def use_inventory(tmp: Path, agents: dict[str, Agent], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the bot (NCCLBOT_NODES_FILE, secret) at `agents` by name."""
+    inv = tmp / "nodes.yaml"
+    inv.write_text("nodes:\n" + "".join(f'  {n}: {{url: "{a.url}"}}\n'
+                                        for n, a in agents.items()))
+    monkeypatch.setenv("NCCLBOT_NODES_FILE", str(inv))
+    monkeypatch.setenv("NCCLBOT_AGENT_SECRET", SECRET)
+    return inv
+
+
+def faulty(spec: str) -> dict[str, str]:
+    """Agent env injecting the test-only probe fault `spec` (allowed explicitly)."""
+    return {"NCCLBOT_PROBE_FAULT": spec, "NCCLBOT_AGENT_ALLOW_FAULTS": "1"}
 
 
 def stop_agent(agent: Agent) -> None:
@@ -96,22 +135,30 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
     stop_agent(a)
 
 
-@pytest.fixture
-def inprocess_agent(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Agent]:
-    """create_app(...) under uvicorn in a thread; `request.param` are create_app kwargs."""
+@contextlib.contextmanager
+def serve_inprocess(tmp: Path, name: str = "inproc", **kwargs: Any) -> Iterator[Agent]:
+    """create_app(**kwargs) under uvicorn in a thread on a free loopback port."""
     import uvicorn
 
     from tools.agent.app import create_app
 
-    kwargs = getattr(request, "param", {})
-    audit = tmp_path / "audit.jsonl"
+    audit = tmp / f"{name}-audit.jsonl"
     app = create_app(secret=SECRET.encode(), audit_log=audit, **kwargs)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    a = Agent("inproc", f"http://{LOOPBACK}:{port}", audit)
-    wait_healthy(a.url)
-    yield a
-    server.should_exit = True
-    thread.join(10)
+    a = Agent(name, f"http://{LOOPBACK}:{port}", audit)
+    try:
+        wait_healthy(a.url)
+        yield a
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture
+def inprocess_agent(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Agent]:
+    """create_app(...) under uvicorn in a thread; `request.param` are create_app kwargs."""
+    with serve_inprocess(tmp_path, **getattr(request, "param", {})) as a:
+        yield a

@@ -16,17 +16,22 @@ PROBE = {"backend": "gloo", "nproc": 2, "min_bytes": 1024, "max_bytes": 1024, "i
          "warmup": 0, "collectives": ["all_reduce"], "timeout": 60}
 
 
+def sign(agent: Agent, path: str, payload: bytes, user: str = "slack:U1", *,
+         secret: str = SECRET, now: float | None = None) -> dict[str, str]:
+    return signed_headers(secret.encode(), "POST", agent.target, path, payload, user, now=now)
+
+
 def post(agent: Agent, path: str, body: object = None, *, secret: str = SECRET,
          now: float | None = None, headers: dict[str, str] | None = None,
          raw: bytes | None = None) -> httpx.Response:
     payload = raw if raw is not None else json.dumps(body or {}).encode()
-    h = headers or signed_headers(secret.encode(), "POST", path, payload, "slack:U1", now=now)
+    h = headers or sign(agent, path, payload, secret=secret, now=now)
     return httpx.post(agent.url + path, content=payload, timeout=60,
                       headers={**h, "Content-Type": "application/json"})
 
 
 def test_signed_request_succeeds_and_health_is_public(agent: Agent) -> None:
-    assert httpx.get(agent.url + "/health").json()["status"] == "ok"
+    assert httpx.get(agent.url + "/health").json() == {"status": "ok"}  # nothing about probes
     r = post(agent, "/v1/env", {"import_torch": False})
     assert r.status_code == 200
     assert r.json()["tool"] == "env" and r.json()["status"] == "success"
@@ -41,7 +46,7 @@ def test_unsigned_wrong_stale_and_replayed_requests_get_401(agent: Agent) -> Non
     stale = post(agent, "/v1/env", {}, now=time.time() - 400)
     assert stale.status_code == 401 and "stale" in stale.json()["detail"]
     payload = b"{}"
-    h = signed_headers(SECRET.encode(), "POST", "/v1/env", payload, "slack:U1")
+    h = sign(agent, "/v1/env", payload)
     assert post(agent, "/v1/env", headers=h, raw=payload).status_code == 200
     again = post(agent, "/v1/env", headers=h, raw=payload)
     assert again.status_code == 401 and "replayed" in again.json()["detail"]
@@ -73,6 +78,24 @@ HOSTILE = [
     ("/v1/probe", {**PROBE, "rendezvous": {"master_addr": "127.0.0.1", "master_port": 22,
                                            "node_rank": 3, "nnodes": 2}}, 422),
     ("/v1/run", {"argv": ["id"]}, 404),
+    # each value within its bound, together too big
+    ("/v1/probe", {**PROBE, "nproc": 64, "max_bytes": 8 * 2**30}, 422),
+    ("/v1/probe", {**PROBE, "backend": "gloo", "nproc": 16, "max_bytes": 2**30}, 422),
+    ("/v1/probe", {**PROBE, "min_bytes": 1, "max_bytes": 8 * 2**30, "factor": 1.01}, 422),
+    ("/v1/probe", {**PROBE, "max_bytes": 2**30, "min_bytes": 2**20, "iters": 1000,
+                   "warmup": 1000, "timeout": 1, "collectives": ["all_reduce", "alltoall"]},
+     422),
+    # strict types: no bool/str/float coercion to int, no str to bool
+    ("/v1/probe", {**PROBE, "iters": True}, 422),
+    ("/v1/probe", {**PROBE, "iters": "5"}, 422),
+    ("/v1/probe", {**PROBE, "nproc": 2.0}, 422),
+    ("/v1/probe", {**PROBE, "force": "yes"}, 422),
+    ("/v1/probe", {**PROBE, "force": 1}, 422),
+    ("/v1/env", {"import_torch": "false"}, 422),
+    ("/v1/probe/check", {"force": "true"}, 422),
+    # torchrun's rendezvous is not for remote callers (they send `rendezvous`)
+    ("/v1/probe", {**PROBE, "rdzv_endpoint": "10.0.0.1:29400", "nnodes": 2}, 422),
+    ("/v1/probe", {**PROBE, "nnodes": 2}, 422),
 ]
 
 
@@ -89,6 +112,19 @@ def test_out_of_bounds_message_is_clear(agent: Agent) -> None:
     r = post(agent, "/v1/probe", {**PROBE, "iters": 5000})
     assert r.status_code == 422
     assert "iters" in r.json()["detail"] and "1000" in r.json()["detail"]
+    r = post(agent, "/v1/probe", {**PROBE, "backend": "nccl", "nproc": 64,
+                                  "max_bytes": 8 * 2**30})
+    assert r.status_code == 422
+    assert "nproc 64 x max_bytes 8 GiB = 512 GiB" in r.json()["detail"]
+    assert "at most 64 GiB" in r.json()["detail"]
+
+
+def test_probe_check_is_signed_and_says_ready(agent: Agent) -> None:
+    assert httpx.post(agent.url + "/v1/probe/check", json={}).status_code == 401
+    r = post(agent, "/v1/probe/check", {})
+    assert r.status_code == 200 and r.json() == {"ready": True}
+    forced = post(agent, "/v1/probe/check", {"force": True})  # slack:U1 may not force
+    assert forced.status_code == 403 and forced.json()["reason"] == "force_not_allowed"
 
 
 def test_malformed_json_and_oversized_body(agent: Agent) -> None:
@@ -106,11 +142,10 @@ def test_concurrent_probe_gets_409_with_holder(agent: Agent) -> None:
     t = threading.Thread(target=lambda: first.setdefault("r", post(agent, "/v1/probe", PROBE)))
     t.start()
     deadline = time.monotonic() + 20
-    while not httpx.get(agent.url + "/health").json()["probe_busy"]:
+    while post(agent, "/v1/probe/check", {}).status_code == 200:  # signed: who holds it
         assert time.monotonic() < deadline, "first probe never started"
         time.sleep(0.05)
-    h = signed_headers(SECRET.encode(), "POST", "/v1/probe", json.dumps(PROBE).encode(),
-                       "slack:U2")
+    h = sign(agent, "/v1/probe", json.dumps(PROBE).encode(), "slack:U2")
     second = post(agent, "/v1/probe", PROBE, headers=h)
     t.join(60)
     assert second.status_code == 409

@@ -9,7 +9,7 @@ import pytest
 from bot.errors import NodeError
 from bot.nodes.client import NodeClient
 from bot.nodes.inventory import Node, parse_inventory
-from tests.agent.conftest import LOOPBACK, Agent, free_port
+from tests.agent.conftest import LOOPBACK, Agent, free_port, use_inventory
 from tools.result import ToolResult
 
 
@@ -94,12 +94,8 @@ def test_cli_node_env_goes_through_the_agent(agent: Agent, tmp_path: Path,
     from typer.testing import CliRunner
 
     from bot.cli.main import app
-    from tests.agent.conftest import SECRET
 
-    inv = tmp_path / "nodes.yaml"
-    inv.write_text(f'nodes: {{node-a: {{url: "{agent.url}"}}}}\n')
-    monkeypatch.setenv("NCCLBOT_NODES_FILE", str(inv))
-    monkeypatch.setenv("NCCLBOT_AGENT_SECRET", SECRET)
+    use_inventory(tmp_path, {"node-a": agent}, monkeypatch)
     before = len(agent.audit_lines())
     result = CliRunner().invoke(app, ["node", "env", "--node", "node-a", "--json"])
     assert result.exit_code == 0, result.output
@@ -107,3 +103,25 @@ def test_cli_node_env_goes_through_the_agent(agent: Agent, tmp_path: Path,
     assert out["tool"] == "env" and out["data"]["node"] == "node-a"
     last = json.loads(agent.audit_lines()[-1])
     assert len(agent.audit_lines()) == before + 1 and last["user"].startswith("cli:")
+
+
+def _hostile_result(tool: str, params: dict) -> ToolResult:
+    from tools.result import Finding
+
+    return ToolResult(tool=tool, status="error", invocation=f"{tool} [/inv]",
+                      error="agent says [/x] [bold]no[/bold]",
+                      findings=[Finding(severity="warn", rule="r", message="[/evil] value")])
+
+
+@pytest.mark.parametrize("inprocess_agent", [{"run_tool": _hostile_result}], indirect=True)
+def test_cli_renders_remote_results_as_text(inprocess_agent: Agent, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from bot.cli.main import app
+
+    use_inventory(tmp_path, {"node-x": inprocess_agent}, monkeypatch)
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["node", "env", "--node", "node-x"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "agent says [/x] [bold]no[/bold]" in result.output
+    assert "[/evil] value" in result.output and "env [/inv]" in result.output

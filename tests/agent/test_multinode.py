@@ -1,4 +1,5 @@
-"""Four agents on 127.0.0.1 running one gloo sweep; the one with an injected hang is named."""
+"""Agents on 127.0.0.1 running one gloo sweep together; an injected hang (node-c) or an
+injected slow rank (node-e) is named, and no healthy node or link is blamed."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from typer.testing import CliRunner
 
-from bot.nodes.multiprobe import localize, run_group
-from tests.agent.conftest import Agent, start_agent, stop_agent
+from bot.nodes.commands import render_localization
+from bot.nodes.localize import localize
+from bot.nodes.multiprobe import run_group
+from tests.agent.conftest import Agent, faulty, start_agents, stop_agent, use_inventory
 
 PARAMS = {"backend": "gloo", "nproc": 1, "min_bytes": 4096, "max_bytes": 4096, "iters": 2,
           "warmup": 1, "collectives": ["all_reduce"], "collective_timeout": 4, "timeout": 60}
@@ -18,16 +23,16 @@ PARAMS = {"backend": "gloo", "nproc": 1, "min_bytes": 4096, "max_bytes": 4096, "
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Agent]]:
     tmp = tmp_path_factory.mktemp("cluster")
-    agents: dict[str, Agent] = {}
-    try:
-        for name in ("node-a", "node-b", "node-c", "node-d"):
-            # node-c's ranks never get through the first all_reduce (test-only fault).
-            env = {"NCCLBOT_PROBE_FAULT": "hang:collective=all_reduce"} if name == "node-c" else {}
-            agents[name] = start_agent(tmp, name, env)
-        yield agents
-    finally:
-        for a in agents.values():
-            stop_agent(a)
+    agents = start_agents(tmp, {
+        "node-a": {}, "node-b": {}, "node-d": {},
+        # node-c's ranks never get through the first all_reduce (test-only fault)
+        "node-c": faulty("hang:collective=all_reduce"),
+        # node-e's ranks stall 0.25 s before every timed all_reduce: a slow node
+        "node-e": faulty("delay:seconds=0.25"),
+    })
+    yield agents
+    for a in agents.values():
+        stop_agent(a)
 
 
 def test_healthy_pair_runs_one_sweep(cluster: dict[str, Agent]) -> None:
@@ -38,8 +43,8 @@ def test_healthy_pair_runs_one_sweep(cluster: dict[str, Agent]) -> None:
     assert set(run.per_node) == {"node-a", "node-b"}
 
 
-def test_hanging_node_is_named(cluster: dict[str, Agent], tmp_path: Path) -> None:
-    clients = {n: a.client() for n, a in cluster.items()}
+def test_hanging_node_is_named(cluster: dict[str, Agent]) -> None:
+    clients = {n: cluster[n].client() for n in ("node-a", "node-b", "node-c", "node-d")}
     loc = localize(lambda g: run_group(clients, g, PARAMS), list(clients))
     assert not loc.full.ok
     assert loc.verdict == "node", loc.as_dict()
@@ -50,3 +55,31 @@ def test_hanging_node_is_named(cluster: dict[str, Agent], tmp_path: Path) -> Non
     lines = [json.loads(x) for x in cluster["node-c"].audit_lines()]
     probes = [x for x in lines if x["path"] == "/v1/probe"]
     assert probes and all(p["params"]["rendezvous"]["master_addr"] == "127.0.0.1" for p in probes)
+    # the agents' real error texts render as text (never as rich markup)
+    con = Console(record=True, width=200)
+    render_localization(loc, con)
+    text = con.export_text()
+    assert "node-c is bad with every partner" in text and "culprit" in text
+
+
+def test_slow_node_is_named_through_the_cli(cluster: dict[str, Agent], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.cli.main import app
+
+    names = ("node-a", "node-b", "node-d", "node-e")
+    use_inventory(tmp_path, {n: cluster[n] for n in names}, monkeypatch)
+    result = CliRunner().invoke(app, [
+        "node", "probe", "--nodes", ",".join(names), "--backend", "gloo", "--nproc", "1",
+        "--min-bytes", "65536", "--max-bytes", "65536", "--iters", "2", "--warmup", "1",
+        "--collectives", "all_reduce", "--collective-timeout", "10", "--timeout", "60",
+        "--localize", "always", "--json"])
+    loc = json.loads(result.output)
+    assert result.exit_code == 1, result.output
+    assert loc["full"]["ok"]  # slow, not broken: every rank finished
+    assert loc["verdict"] == "node" and loc["culprits"] == ["node-e"], loc
+    verdicts = {n: s["verdict"] for n, s in loc["nodes"].items()}
+    assert verdicts == {"node-a": "ok", "node-b": "ok", "node-d": "ok", "node-e": "culprit"}
+    for pair in loc["pairs"]:  # bad exactly when node-e is in it: no healthy link blamed
+        assert pair["ok"] and pair["bad"] == ("node-e" in pair["nodes"]), pair
+    e = loc["nodes"]["node-e"]
+    assert e["median_busbw_gbps"] < 0.5 * e["peers_median_busbw_gbps"]

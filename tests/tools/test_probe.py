@@ -61,15 +61,46 @@ def test_forced_hang_is_bounded_and_reported() -> None:
     assert [f.rule for f in result.findings] == ["probe_hang"]
 
 
-def test_slow_rank_delay_still_succeeds() -> None:
+def test_slow_rank_delay_slows_the_timed_collective() -> None:
     params = ProbeParams(**{**SMALL, "max_bytes": 1024}, nproc=2, collectives=["broadcast"])
-    result = run_probe(params, fault="delay:rank=1:seconds=0.5:collective=broadcast")
+    result = run_probe(params, fault="delay:rank=1:seconds=0.2:collective=broadcast")
     assert result.status == "success", result.error
+    (row,) = result.data["results"]
+    # rank 1 stalls 0.2 s before each timed broadcast; rank 0 waits for it inside the op
+    assert row["time_us"] >= 0.9 * 0.2e6
+    assert row["busbw_gbps"] < 1024 / 0.18 / 1e9
+
+
+def test_corrupted_buffer_fails_the_correctness_check() -> None:
+    params = ProbeParams(**{**SMALL, "max_bytes": 8192}, nproc=2,
+                         collectives=["all_reduce", "all_gather"])
+    result = run_probe(params, fault="corrupt:rank=0:collective=all_reduce")
+    assert result.status == "success", result.error
+    rows = result.data["results"]
+    assert [r["correct"] for r in rows if r["collective"] == "all_reduce"] == [False, False]
+    assert all(r["correct"] for r in rows if r["collective"] == "all_gather")
+    bad = [f for f in result.findings if f.rule == "probe_incorrect_result"]
+    assert len(bad) == 1 and bad[0].severity == "error"
+    assert "all_reduce@1024" in bad[0].message and "all_gather" not in bad[0].message
+
+
+def test_overall_timeout_stops_a_slow_probe() -> None:
+    params = ProbeParams(**{**SMALL, "max_bytes": 1024, "collective_timeout": 120,
+                            "timeout": 8}, nproc=2, collectives=["all_reduce"])
+    start = time.monotonic()
+    result = run_probe(params, fault="delay:rank=1:seconds=60")
+    elapsed = time.monotonic() - start
+    assert result.status == "error" and elapsed < 15
+    hang = result.data["hang"]
+    assert hang["reason"] == "overall timeout of 8 s reached"
+    assert hang["collective"] == "all_reduce" and hang["ranks_not_finished"] == [0, 1]
+    assert [f.rule for f in result.findings] == ["probe_hang"]
 
 
 def test_fault_spec() -> None:
     assert parse_fault("hang:rank=1:collective=all_reduce:bytes=1024") == {
         "kind": "hang", "rank": "1", "collective": "all_reduce", "bytes": "1024"}
+    assert parse_fault("corrupt:rank=0") == {"kind": "corrupt", "rank": "0"}
     assert parse_fault(None) is None and parse_fault("") is None
 
 

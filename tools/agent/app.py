@@ -1,16 +1,19 @@
 """The agent's FastAPI app: health plus one signed POST endpoint per diagnostic.
 
-    GET  /health              liveness, no signature
+    GET  /health              liveness, no signature; says only ok
     GET  /openapi.json        the schema, no signature
     POST /v1/topo|env|xid     run that tool (validated body) -> ToolResult
     POST /v1/probe            one probe at a time; 409 when busy or GPUs are in use
+    POST /v1/probe/check      would a probe start now? 200, or the probe's 403/409
     POST /v1/probe/port       a free TCP port here, for a multi-node probe's rendezvous
 """
 
 from __future__ import annotations
 
+import os
 import socket
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +24,35 @@ from fastapi.responses import JSONResponse
 from tools.agent.audit import AuditLog
 from tools.agent.auth import NonceCache, load_secret
 from tools.agent.gpu import gpu_processes as nvml_gpu_processes
-from tools.agent.guard import Guard
+from tools.agent.guard import Guard, TargetCheck
 from tools.agent.locks import NodeBusyError, ProbeLock
-from tools.agent.models import EnvRequest, PortReply, ProbeRequest, TopoRequest, XidRequest
+from tools.agent.models import (
+    CheckReply,
+    CheckRequest,
+    EnvRequest,
+    PortReply,
+    ProbeRequest,
+    TopoRequest,
+    XidRequest,
+)
+from tools.probe_worker import FAULT_ENV
 from tools.result import ToolResult
 
-VERSION = "1"
+VERSION = "2"
 MAX_BODY_BYTES = 1 * 2**20
+#: Test-only: the agent passes NCCLBOT_PROBE_FAULT to its probes only when this is "1".
+ALLOW_FAULTS_ENV = "NCCLBOT_AGENT_ALLOW_FAULTS"
 RunTool = Callable[[str, dict[str, Any]], ToolResult]
-_BUSY = {409: {"description": "a probe is running here, or processes hold the GPUs"}}
+_BUSY = {409: {"description": "a probe is running here, or processes hold the GPUs"},
+         403: {"description": "force asked by a user not in the force allow list"}}
 
 
-def _default_run(tool: str, params: dict[str, Any]) -> ToolResult:
-    from tools.registry import run_local
-
-    return run_local(tool, params)
+def injected_fault(environ: Mapping[str, str], allow: bool | None = None) -> str | None:
+    """The test-only fault spec the agent's probes get: NCCLBOT_PROBE_FAULT, but only when
+    faults are allowed (`allow`, default NCCLBOT_AGENT_ALLOW_FAULTS=1); otherwise none."""
+    if allow is None:
+        allow = environ.get(ALLOW_FAULTS_ENV) == "1"
+    return (environ.get(FAULT_ENV) or None) if allow else None
 
 
 def _free_port() -> int:
@@ -54,10 +71,14 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, list[dict[str
 def create_app(settings: Any = None, *, secret: bytes | None = None,
                audit_log: Path | None = None, force_users: Iterable[str] | None = None,
                gpu_processes: Callable[[], list[dict[str, Any]]] | None = None,
-               run_tool: RunTool | None = None, max_body: int = MAX_BODY_BYTES) -> FastAPI:
+               run_tool: RunTool | None = None, max_body: int = MAX_BODY_BYTES,
+               names: Iterable[str] | None = None, allow_faults: bool | None = None) -> FastAPI:
     """Build the agent. `settings` needs agent_secret(_file), agent_audit_log, oncall_users.
 
     Explicit arguments win over settings; `gpu_processes` and `run_tool` are test seams.
+    `names`: extra host names (or host:port) the bot may address this agent by (see
+    `TargetCheck`). `allow_faults`: honour NCCLBOT_PROBE_FAULT (tests only; default from
+    NCCLBOT_AGENT_ALLOW_FAULTS).
     """
     if secret is None:
         value = getattr(settings, "agent_secret", None)
@@ -67,8 +88,16 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
     allowed_force = frozenset(force_users if force_users is not None
                               else getattr(settings, "oncall_users", None) or ())
     list_gpu_procs = gpu_processes or nvml_gpu_processes
-    run = run_tool or _default_run
+    fault = injected_fault(os.environ, allow_faults)
+
+    def default_run(tool: str, params: dict[str, Any]) -> ToolResult:
+        from tools.registry import run_local
+
+        return run_local(tool, params, fault=fault)
+
+    run = run_tool or default_run
     lock = ProbeLock()
+    targets = TargetCheck([*(names or ()), *(getattr(settings, "agent_names", None) or ())])
 
     app = FastAPI(title="ncclbot node agent", version=VERSION, docs_url=None, redoc_url=None,
                   description="Signed requests only (see docs/agent.md); one probe at a time.")
@@ -85,11 +114,38 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
                                        "error": (result.error or "")[:300] or None}
         return result
 
+    def force_refusal(request: Request, force: bool) -> JSONResponse | None:
+        """403 when `force` is asked by a user not in the force allow list."""
+        user = request.state.ncclbot_user
+        if not force or user in allowed_force:
+            return None
+        request.state.ncclbot_audit = {"outcome": "refused", "reason": "force not allowed"}
+        return JSONResponse({"detail": f"user {user} may not force a probe; ask someone in "
+                             "the agent's force allow list (NCCLBOT_ONCALL_USERS)",
+                             "reason": "force_not_allowed"}, 403)
+
+    def gpus_refusal(request: Request, force: bool) -> JSONResponse | None:
+        """409 when processes hold the GPUs and the probe is not forced."""
+        procs = list_gpu_procs()
+        if not procs or force:
+            return None
+        pids = sorted({p["pid"] for p in procs})
+        request.state.ncclbot_audit = {"outcome": "refused", "reason": "gpus in use"}
+        return JSONResponse({"detail": f"{len(pids)} process(es) hold the GPUs (pids "
+                             f"{', '.join(map(str, pids[:10]))}); not probing over a "
+                             "running job. An authorised user may pass force=true.",
+                             "reason": "gpus_in_use", "processes": procs[:64]}, 409)
+
+    def busy_refusal(request: Request, holder: Any) -> JSONResponse:
+        request.state.ncclbot_audit = {"outcome": "busy", "holder": holder.user}
+        return JSONResponse({"detail": f"node busy: a probe by {holder.user} since "
+                             f"{holder.since}", "reason": "probe_running",
+                             "holder": holder.user, "since": holder.since}, 409)
+
     @app.get("/health")
     def health() -> dict[str, Any]:
-        """Liveness; unsigned."""
-        return {"status": "ok", "service": "ncclbot-agent", "version": VERSION,
-                "probe_busy": lock.holder is not None}
+        """Liveness; unsigned, so it says nothing about probes or users."""
+        return {"status": "ok"}
 
     @app.post("/v1/topo", response_model=ToolResult)
     def topo(body: TopoRequest, request: Request) -> ToolResult:
@@ -111,31 +167,29 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         """A free TCP port on this node for a multi-node probe's rendezvous store."""
         return PortReply(port=_free_port())
 
+    @app.post("/v1/probe/check", response_model=CheckReply, responses=_BUSY)
+    def probe_check(body: CheckRequest, request: Request) -> Any:
+        """Whether a probe by this user (with `force`) would start now; nothing is run."""
+        holder = lock.holder
+        refused = force_refusal(request, body.force) or (
+            busy_refusal(request, holder) if holder is not None else None) or gpus_refusal(
+            request, body.force)
+        if refused is None:
+            request.state.ncclbot_audit = {"tool": "probe_check", "outcome": "ready"}
+        return refused or CheckReply(ready=True)
+
     @app.post("/v1/probe", response_model=ToolResult, responses=_BUSY)
     def probe(body: ProbeRequest, request: Request) -> Any:
         """Collective sweep on this node, or this node's share of a multi-node probe."""
-        user = request.state.ncclbot_user
-        if body.force and user not in allowed_force:
-            request.state.ncclbot_audit = {"outcome": "refused", "reason": "force not allowed"}
-            return JSONResponse({"detail": f"user {user} may not force a probe; ask someone in "
-                                 "the agent's force allow list (NCCLBOT_ONCALL_USERS)"}, 403)
+        if (refused := force_refusal(request, body.force)) is not None:
+            return refused
         try:
-            holder = lock.acquire(user)
+            holder = lock.acquire(request.state.ncclbot_user)
         except NodeBusyError as exc:
-            h = exc.holder
-            request.state.ncclbot_audit = {"outcome": "busy", "holder": h.user}
-            return JSONResponse({"detail": f"node busy: a probe by {h.user} since {h.since}",
-                                 "reason": "probe_running", "holder": h.user,
-                                 "since": h.since}, 409)
+            return busy_refusal(request, exc.holder)
         try:
-            procs = list_gpu_procs()
-            if procs and not body.force:
-                pids = sorted({p["pid"] for p in procs})
-                request.state.ncclbot_audit = {"outcome": "refused", "reason": "gpus in use"}
-                return JSONResponse({"detail": f"{len(pids)} process(es) hold the GPUs (pids "
-                                     f"{', '.join(map(str, pids[:10]))}); not probing over a "
-                                     "running job. An authorised user may pass force=true.",
-                                     "reason": "gpus_in_use", "processes": procs[:64]}, 409)
+            if (refused := gpus_refusal(request, body.force)) is not None:
+                return refused
             params = body.tool_params()
             if body.rendezvous is None:
                 return _tool(request, "probe", params.model_dump())
@@ -143,7 +197,7 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
 
             rv = body.rendezvous
             result = run_group_member(params, rv.master_addr, rv.master_port, rv.node_rank,
-                                      rv.nnodes)
+                                      rv.nnodes, fault=fault)
             request.state.ncclbot_audit = {
                 "tool": "probe", "params": body.model_dump(exclude={"force"}),
                 "outcome": result.status, "error": (result.error or "")[:300] or None,
@@ -153,6 +207,6 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
             lock.release()
 
     app.add_middleware(Guard, secret=secret, audit=audit, nonces=NonceCache(),
-                       max_body=max_body)
+                       max_body=max_body, targets=targets, started=time.time())
     app.state.audit = audit
     return app

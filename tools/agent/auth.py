@@ -5,17 +5,24 @@ Every request except health carries four headers::
     X-Ncclbot-Timestamp: <unix seconds>
     X-Ncclbot-Nonce:     <16-128 chars of [A-Za-z0-9_-], unique per request>
     X-Ncclbot-User:      <who asked, e.g. slack:U123 or cli:alice>
-    X-Ncclbot-Signature: v1=<hex HMAC-SHA256(secret, canonical string)>
+    X-Ncclbot-Signature: v2=<hex HMAC-SHA256(secret, canonical string)>
 
 The canonical string is these lines joined by "\\n"::
 
-    ncclbot-v1
+    ncclbot-v2
     <METHOD upper case>
+    <target: the Host header as the client sends it, lower case, e.g. 10.0.0.17:8470>
     <path, plus "?" and the raw query string when there is one>
     <timestamp>
     <nonce>
     <user>
     <hex SHA-256 of the body bytes>
+
+The target binds a request to the node it was meant for: the agent checks that the
+signed Host names this agent (`TargetCheck`), so a request captured on its way to node
+A is refused by node B even within the replay window. The agent also refuses
+timestamps from before it started (minus a small skew): its nonce cache is in memory,
+so a request captured before a restart could otherwise be replayed after it.
 """
 
 from __future__ import annotations
@@ -31,12 +38,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-SCHEME = "ncclbot-v1"
+SCHEME = "ncclbot-v2"
+SIG_PREFIX = "v2="
 H_TIMESTAMP = "x-ncclbot-timestamp"
 H_NONCE = "x-ncclbot-nonce"
 H_USER = "x-ncclbot-user"
 H_SIGNATURE = "x-ncclbot-signature"
 MAX_SKEW_S = 300
+#: How far before the agent's start a request's timestamp may be (whole-second timestamps
+#: and small clock differences); older ones may predate the in-memory nonce cache.
+START_SKEW_S = 2
 _NONCE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 _USER = re.compile(r"^[\w.@:+/-]{1,128}$")
 
@@ -45,22 +56,25 @@ class AuthError(Exception):
     """A request that failed verification; the message says why (safe to return)."""
 
 
-def canonical(method: str, path: str, timestamp: str, nonce: str, user: str, body: bytes) -> bytes:
+def canonical(method: str, target: str, path: str, timestamp: str, nonce: str, user: str,
+              body: bytes) -> bytes:
     """The exact bytes that are signed."""
     digest = hashlib.sha256(body).hexdigest()
-    return "\n".join([SCHEME, method.upper(), path, timestamp, nonce, user, digest]).encode()
+    return "\n".join([SCHEME, method.upper(), target.lower(), path, timestamp, nonce, user,
+                      digest]).encode()
 
 
-def sign(secret: bytes, method: str, path: str, timestamp: str, nonce: str, user: str,
-         body: bytes) -> str:
+def sign(secret: bytes, method: str, target: str, path: str, timestamp: str, nonce: str,
+         user: str, body: bytes) -> str:
     """The signature header value for one request."""
-    mac = hmac.new(secret, canonical(method, path, timestamp, nonce, user, body), hashlib.sha256)
-    return "v1=" + mac.hexdigest()
+    mac = hmac.new(secret, canonical(method, target, path, timestamp, nonce, user, body),
+                   hashlib.sha256)
+    return SIG_PREFIX + mac.hexdigest()
 
 
-def signed_headers(secret: bytes, method: str, path: str, body: bytes, user: str,
+def signed_headers(secret: bytes, method: str, target: str, path: str, body: bytes, user: str,
                    now: float | None = None, nonce: str | None = None) -> dict[str, str]:
-    """The four headers a client adds to one request."""
+    """The four headers a client adds to one request; `target` is its Host header value."""
     if not _USER.match(user):
         raise AuthError(f"user {user!r} is not a valid identity "
                         "(1-128 of letters, digits, ._@:+/-)")
@@ -70,7 +84,7 @@ def signed_headers(secret: bytes, method: str, path: str, body: bytes, user: str
         "X-Ncclbot-Timestamp": ts,
         "X-Ncclbot-Nonce": nonce,
         "X-Ncclbot-User": user,
-        "X-Ncclbot-Signature": sign(secret, method, path, ts, nonce, user, body),
+        "X-Ncclbot-Signature": sign(secret, method, target, path, ts, nonce, user, body),
     }
 
 
@@ -106,9 +120,12 @@ class Verified:
     nonce: str
 
 
-def verify(secret: bytes, method: str, path: str, headers: Mapping[str, str], body: bytes,
-           nonces: NonceCache, now: float | None = None, max_skew_s: int = MAX_SKEW_S) -> Verified:
-    """Check one request; `headers` keys lower case. AuthError says what is wrong."""
+def verify(secret: bytes, method: str, target: str, path: str, headers: Mapping[str, str],
+           body: bytes, nonces: NonceCache, now: float | None = None,
+           max_skew_s: int = MAX_SKEW_S, not_before: float | None = None) -> Verified:
+    """Check one request; `headers` keys lower case, `target` its Host header. AuthError
+    says what is wrong. `not_before`: refuse timestamps older than this (the agent's start
+    minus START_SKEW_S). Whether `target` names this agent is the caller's check."""
     ts, nonce = headers.get(H_TIMESTAMP), headers.get(H_NONCE)
     user, sig = headers.get(H_USER), headers.get(H_SIGNATURE)
     if not (ts and nonce and user and sig):
@@ -120,13 +137,21 @@ def verify(secret: bytes, method: str, path: str, headers: Mapping[str, str], bo
         raise AuthError("malformed nonce")
     if not _USER.match(user):
         raise AuthError("malformed user")
-    expected = sign(secret, method, path, ts, nonce, user, body)
+    if not sig.startswith(SIG_PREFIX):
+        raise AuthError(f"unsupported signature scheme (expected {SIG_PREFIX}...; the bot and "
+                        "the agent must run the same ncclbot version)")
+    expected = sign(secret, method, target, path, ts, nonce, user, body)
     if not hmac.compare_digest(expected, sig):
-        raise AuthError("bad signature (is the shared secret the same on bot and agent?)")
-    skew = abs((time.time() if now is None else now) - int(ts))
+        raise AuthError("bad signature (is the shared secret the same on bot and agent, and "
+                        "was the request signed for this node?)")
+    clock = time.time() if now is None else now
+    skew = abs(clock - int(ts))
     if skew > max_skew_s:
         raise AuthError(f"stale request: timestamp {skew:.0f} s off (limit {max_skew_s} s); "
                         "check the clocks (NTP)")
+    if not_before is not None and int(ts) < not_before:
+        raise AuthError("stale request: signed before this agent started (a replay across a "
+                        "restart?); send a new request")
     nonces.add(nonce)
     return Verified(user=user, timestamp=int(ts), nonce=nonce)
 

@@ -1,19 +1,23 @@
 """ASGI middleware in front of every endpoint: body size limit, signature check, audit line.
 
-It reads the (bounded) body itself, verifies the HMAC before any parsing, replays the
-body to the app, and writes exactly one audit line per request, allowed or not.
+It reads the (bounded) body itself, verifies the HMAC (which covers the Host the client
+addressed) before any parsing, checks that Host names this agent, replays the body to
+the app, and writes exactly one audit line per request, allowed or not.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
 
 from tools.agent.audit import AuditLog
-from tools.agent.auth import AuthError, NonceCache, verify
+from tools.agent.auth import START_SKEW_S, AuthError, NonceCache, verify
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,11 +33,61 @@ class TooLargeError(Exception):
     pass
 
 
+def _split(authority: str) -> tuple[str, int | None] | None:
+    try:
+        parts = urlsplit("//" + authority)
+        return (parts.hostname or "", parts.port)
+    except ValueError:
+        return None
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class TargetCheck:
+    """Whether the Host a request was signed for names this agent.
+
+    Yes when it is one of `names` (`host` or `host:port`, e.g. the inventory's address
+    behind a proxy), or when its port is the one the connection arrived on and its host
+    is the local address of that connection, this machine's host name, or `localhost`
+    on a loopback connection.
+    """
+
+    def __init__(self, names: Iterable[str] = (), hostnames: Iterable[str] | None = None) -> None:
+        self.names = {n.strip().lower() for n in names if n.strip()}
+        if hostnames is None:
+            hostnames = {socket.gethostname(), socket.getfqdn()}
+        self.hostnames = {h.lower() for h in hostnames if h}
+
+    def __call__(self, target: str, server: tuple[str, int] | None, scheme: str) -> bool:
+        target = target.strip().lower()
+        split = _split(target)
+        if not target or split is None:
+            return False
+        host, port = split
+        if target in self.names or host in self.names:
+            return True
+        if not server:
+            return False
+        local_host, local_port = server[0].lower(), int(server[1])
+        if (port or {"http": 80, "https": 443}.get(scheme)) != local_port:
+            return False
+        return (host == local_host or host in self.hostnames
+                or (host == "localhost" and _is_loopback(local_host)))
+
+
 class Guard:
     def __init__(self, app: ASGIApp, *, secret: bytes, audit: AuditLog, nonces: NonceCache,
-                 max_body: int) -> None:
+                 max_body: int, targets: TargetCheck | None = None,
+                 started: float | None = None) -> None:
         self.app, self.secret, self.audit = app, secret, audit
         self.nonces, self.max_body = nonces, max_body
+        self.targets = targets or TargetCheck()
+        self.not_before = (time.time() if started is None else started) - START_SKEW_S
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,10 +102,21 @@ class Guard:
             "method": method, "path": path, "user": headers.get("x-ncclbot-user"),
             "remote": (scope.get("client") or ("?", 0))[0]}
         status = {"code": 0}
+        audited = {"done": False}
+
+        def finish() -> None:
+            """Write the request's one audit line (before its last byte goes out, so a
+            client that has the answer also finds the line)."""
+            if not audited["done"]:
+                audited["done"] = True
+                record.update(scope.get("state", {}).get("ncclbot_audit", {}))
+                self._audit(record, status, start)
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finish()
             await send(message)
 
         try:
@@ -59,16 +124,22 @@ class Guard:
         except TooLargeError:
             await self._deny(scope, receive, send_wrapper, 413,
                              f"request body over {self.max_body} bytes", record)
-            self._audit(record, status, start)
+            finish()
             return
         if not (method == "GET" and path in PUBLIC_PATHS):
             try:
                 signed_path = f"{path}?{query}" if query else path
-                v = verify(self.secret, method, signed_path, headers, body, self.nonces)
+                target = headers.get("host", "")
+                v = verify(self.secret, method, target, signed_path, headers, body,
+                           self.nonces, not_before=self.not_before)
+                if not self.targets(target, scope.get("server"), scope.get("scheme", "http")):
+                    raise AuthError(f"request was signed for {target[:100]!r}, which is not "
+                                    "this agent (a request for another node?); if the bot "
+                                    "reaches this agent by another name, start it with --name")
                 record["user"] = v.user
             except AuthError as exc:
                 await self._deny(scope, receive, send_wrapper, 401, str(exc), record)
-                self._audit(record, status, start)
+                finish()
                 return
         record["decision"] = "allow"
         state = scope.setdefault("state", {})
@@ -84,8 +155,7 @@ class Guard:
         try:
             await self.app(scope, replay, send_wrapper)
         finally:
-            record.update(state.get("ncclbot_audit", {}))
-            self._audit(record, status, start)
+            finish()
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes:
         length = headers.get("content-length", "")

@@ -1,7 +1,8 @@
 """Request bodies the agent accepts: the tools' parameter models, narrowed for remote callers.
 
 Remote callers may not name files to write or binaries to run, and may read only the
-fixed kernel-log files; everything else keeps the bounds of `tools.registry`.
+fixed kernel-log files; everything else keeps the bounds of `tools.registry`. Types are
+strict: JSON `true` or `"5"` is not an integer, `"false"` is not a boolean.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from tools.registry import EnvParams, ProbeParams, TopoParams, XidParams
 ALLOWED_LOG_FILES = ("/var/log/kern.log", "/var/log/syslog", "/var/log/messages",
                      "/var/log/dmesg")
 _HOST = r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$"
+STRICT = ConfigDict(extra="forbid", strict=True)
 
 
 class TopoRequest(TopoParams):
+    model_config = STRICT
+
     @field_validator("topo_file")
     @classmethod
     def _no_file(cls, v: str | None) -> str | None:
@@ -26,10 +30,12 @@ class TopoRequest(TopoParams):
 
 
 class EnvRequest(EnvParams):
-    pass
+    model_config = STRICT
 
 
 class XidRequest(XidParams):
+    model_config = STRICT
+
     @field_validator("file")
     @classmethod
     def _allowed_file(cls, v: str | None) -> str | None:
@@ -42,7 +48,7 @@ class XidRequest(XidParams):
 class Rendezvous(BaseModel):
     """Where this node's ranks join a multi-node probe (env:// rendezvous, torchrun style)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     master_addr: str = Field(pattern=_HOST, max_length=253,
                              description="address of the node whose rank 0 hosts the store")
@@ -60,6 +66,8 @@ class Rendezvous(BaseModel):
 
 
 class ProbeRequest(ProbeParams):
+    model_config = STRICT
+
     force: bool = Field(False, description="run even while processes hold the GPUs "
                         "(only for users in the agent's force allow list)")
     rendezvous: Rendezvous | None = Field(None, description="join a multi-node probe")
@@ -71,6 +79,22 @@ class ProbeRequest(ProbeParams):
             raise ValueError("not accepted through the agent (no files written, no binaries run)")
         return v
 
+    @field_validator("rdzv_endpoint", "node_rank")
+    @classmethod
+    def _no_torchrun(cls, v: object) -> object:
+        if v is not None:
+            raise ValueError("not accepted through the agent; the bot sends `rendezvous` "
+                             "for a multi-node probe")
+        return v
+
+    @field_validator("nnodes")
+    @classmethod
+    def _one_node(cls, v: int) -> int:
+        if v != 1:
+            raise ValueError("not accepted through the agent; the bot sends `rendezvous` "
+                             "for a multi-node probe")
+        return v
+
     @model_validator(mode="after")
     def _group(self) -> ProbeRequest:
         if self.rendezvous is not None and self.nproc is None:
@@ -79,6 +103,18 @@ class ProbeRequest(ProbeParams):
 
     def tool_params(self) -> ProbeParams:
         return ProbeParams.model_validate(self.model_dump(exclude={"force", "rendezvous"}))
+
+
+class CheckRequest(BaseModel):
+    """Would a probe start now (`POST /v1/probe/check`)?"""
+
+    model_config = STRICT
+
+    force: bool = Field(False, description="as the probe would be sent")
+
+
+class CheckReply(BaseModel):
+    ready: bool
 
 
 class PortReply(BaseModel):

@@ -34,7 +34,8 @@ def tls_options(cert: Path | None, key: Path | None, ca: Path | None) -> dict[st
 
 
 def serve(settings: Any, host: str, port: int, audit_log: Path | None = None,
-          allow_root: bool = False, force_users: list[str] | None = None) -> None:
+          allow_root: bool = False, force_users: list[str] | None = None,
+          names: list[str] | None = None) -> None:
     """Run until interrupted."""
     import uvicorn
 
@@ -45,7 +46,8 @@ def serve(settings: Any, host: str, port: int, audit_log: Path | None = None,
                       getattr(settings, "agent_tls_key", None),
                       getattr(settings, "agent_ca_file", None))
     try:
-        app = create_app(settings, audit_log=audit_log, force_users=force_users or None)
+        app = create_app(settings, audit_log=audit_log, force_users=force_users or None,
+                         names=names)
     except ValueError as exc:
         raise StartError(str(exc)) from exc
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,

@@ -1,0 +1,241 @@
+"""Start probe workers, watch every step against its time bound, and turn the per-rank
+files into one ToolResult. Shared by the single-node probe, an agent's share of a
+multi-node probe, and the torchrun (c10d) path.
+
+Each worker writes `rank{R}.progress` before every step and `rank{R}.json` at the end
+(see `tools.probe_worker`); a rank whose progress file is older than its step's bound
+is stuck. Processes run in their own session so a stuck tree is killed as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.busbw import bandwidths
+from tools.cards import card_for
+from tools.probe_worker import FAULT_ENV
+from tools.registry import ProbeParams
+from tools.result import Finding, ToolResult
+
+TOOL = "probe"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: After one rank failed, how long the others get to report before they are killed.
+GRACE_S = 2.0
+#: Extra time for the first step (process start, torch import, rendezvous).
+INIT_GRACE_S = 30.0
+_RANK_FILE = re.compile(r"^rank(\d+)\.progress$")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One process to start: a fixed argument list (never a shell), its env and log name."""
+
+    argv: list[str]
+    env: dict[str, str]
+    log: str
+
+
+def worker_args(p: ProbeParams, sizes: Sequence[int], out: Path) -> list[str]:
+    """`tools.probe_worker`'s arguments (after `-m tools.probe_worker`)."""
+    return ["--backend", p.backend, "--collectives", ",".join(p.collectives),
+            "--sizes", ",".join(map(str, sizes)), "--warmup", str(p.warmup),
+            "--iters", str(p.iters), "--timeout", str(p.collective_timeout), "--out", str(out)]
+
+
+def worker_env(fault: str | None, base: Mapping[str, str] | None = None,
+               **extra: str) -> dict[str, str]:
+    """The workers' environment: `base` (default os.environ) without any inherited fault
+    spec, the repository on PYTHONPATH, `extra`, and `fault` only when given explicitly."""
+    src = os.environ if base is None else base
+    env = {k: v for k, v in src.items() if k != FAULT_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), src.get("PYTHONPATH")]))
+    env.update(extra)
+    if fault:
+        env[FAULT_ENV] = fault
+    return env
+
+
+def rank_commands(p: ProbeParams, sizes: Sequence[int], out: Path, ranks: Sequence[int],
+                  env: Mapping[str, str]) -> list[Command]:
+    """One worker process per rank; local rank = position in `ranks`."""
+    argv = [sys.executable, "-m", "tools.probe_worker", *worker_args(p, sizes, out)]
+    return [Command(argv, {**env, "RANK": str(rank), "LOCAL_RANK": str(local)}, f"rank{rank}")
+            for local, rank in enumerate(ranks)]
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def kill(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                p.kill()
+    for p in procs:
+        p.wait()
+
+
+def started_ranks(out: Path) -> list[int]:
+    """Ranks that wrote a progress file (torchrun assigns them, so they are found here)."""
+    found = (_RANK_FILE.match(f.name) for f in out.iterdir()) if out.is_dir() else ()
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+@dataclass
+class Outcome:
+    stuck: str | None
+    exit_codes: dict[str, int | None]
+    duration_s: float
+
+
+def run_commands(p: ProbeParams, out: Path, commands: Sequence[Command],
+                 ranks: Sequence[int] | None) -> Outcome:
+    """Start `commands`, watch them until done or stuck, kill what is left.
+
+    `ranks`: the ranks whose progress to watch; None to watch whichever ranks appear.
+    """
+    start = time.monotonic()
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+    try:
+        for c in commands:
+            log = open(out / f"{c.log}.log", "wb")  # noqa: SIM115 - closed below
+            logs.append(log)
+            procs.append(subprocess.Popen(  # fixed argument list, no shell
+                c.argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=c.env,
+                start_new_session=True))
+        stuck = _watch(p, procs, out, ranks, start)
+    finally:
+        kill(procs)
+        for log in logs:
+            log.close()
+    return Outcome(stuck, {c.log: pr.returncode for c, pr in zip(commands, procs, strict=False)},
+                   time.monotonic() - start)
+
+
+def _watch(p: ProbeParams, procs: Sequence[subprocess.Popen[bytes]], out: Path,
+           ranks: Sequence[int] | None, start: float) -> str | None:
+    first_failure: float | None = None
+    while any(pr.poll() is None for pr in procs):
+        now = time.monotonic()
+        if now - start > p.timeout:
+            return f"overall timeout of {p.timeout:g} s reached"
+        for rank in ranks if ranks is not None else started_ranks(out):
+            if (out / f"rank{rank}.json").exists():
+                continue
+            prog = read_json(out / f"rank{rank}.progress")
+            if not prog:
+                continue
+            limit = p.collective_timeout + GRACE_S + (
+                INIT_GRACE_S if prog.get("collective") == "init" else 0)
+            if time.time() - prog.get("t", time.time()) > limit:
+                return (f"rank {rank} spent over {p.collective_timeout:g} s in "
+                        f"{prog.get('collective')} ({prog.get('bytes')} bytes)")
+        if any(pr.poll() not in (None, 0) for pr in procs):
+            first_failure = first_failure or now
+            if now - first_failure > GRACE_S:
+                return "a rank failed and the others did not finish"
+        time.sleep(0.05)
+    return None
+
+
+def merge_rows(ranks: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+    """Average each step's time over ranks (as nccl-tests does); correct only if all are."""
+    merged: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in ranks:
+        for row in r.get("rows", []):
+            merged.setdefault((row["collective"], row["bytes"]), []).append(row)
+    rows = []
+    for (coll, nbytes), group in merged.items():
+        t = sum(g["time_us"] for g in group) / len(group)
+        algbw, busbw = bandwidths(coll, nbytes, t, world)
+        rows.append({"collective": coll, "bytes": nbytes, "time_us": round(t, 2),
+                     "algbw_gbps": float(f"{algbw:.6g}"), "busbw_gbps": float(f"{busbw:.6g}"),
+                     "correct": all(g["correct"] for g in group)})
+    return rows
+
+
+def incorrect_findings(rows: list[dict[str, Any]]) -> list[Finding]:
+    bad = [f"{r['collective']}@{r['bytes']}" for r in rows if not r["correct"]]
+    if not bad:
+        return []
+    return [Finding(severity="error", rule="probe_incorrect_result",
+                    message=f"wrong results from {', '.join(bad)}: data corruption on the path "
+                    "(check Xid, NVLink errors, ACS)", card=card_for("probe_incorrect_result"))]
+
+
+def report(out: Path, ranks: Sequence[int], outcome: Outcome, invocation: str,
+           base: dict[str, Any], prefix: str = "") -> ToolResult:
+    """The ToolResult for `ranks`: merged rows, or which step hung and which ranks failed."""
+    results = {r: read_json(out / f"rank{r}.json") for r in ranks}
+    data = {**base, "duration_s": round(outcome.duration_s, 3)}
+    ok = [d for d in results.values() if d and d.get("status") == "success"]
+    if ranks and len(ok) == len(ranks) and not outcome.stuck:
+        rows = merge_rows(ok, int(ok[0].get("world_size") or len(ranks)))
+        return ToolResult(tool=TOOL, status="success", invocation=invocation,
+                          findings=incorrect_findings(rows),
+                          data={**data, "device": ok[0].get("device"), "results": rows})
+    unavailable = [d for d in results.values() if d and d.get("status") == "unavailable"]
+    if unavailable:
+        return ToolResult.unavailable(TOOL, invocation, str(unavailable[0].get("error")), **data)
+    return _failure(out, results, outcome, invocation, data, prefix)
+
+
+def _failure(out: Path, results: dict[int, dict[str, Any] | None], outcome: Outcome,
+             invocation: str, data: dict[str, Any], prefix: str) -> ToolResult:
+    hung = [r for r, d in results.items() if d is None]
+    failed = {r: str(d.get("error"))[:300] for r, d in results.items()
+              if d and d.get("status") == "error"}
+    where = {r: read_json(out / f"rank{r}.progress") or {} for r in hung}
+    steps = [w for w in where.values() if w.get("collective") not in (None, "finish")]
+    steps += [d.get("failed_at") or {} for r, d in results.items() if r in failed and d]
+    step = min(steps, key=lambda w: (w.get("collective") != "init", w.get("bytes") or 0),
+               default={})
+    what = "hung" if hung else "failed"
+    if not results:
+        error = f"{prefix}probe failed before any rank started"
+    else:
+        error = (f"{prefix}probe {what} in {step.get('collective')} at {step.get('bytes')} "
+                 f"bytes; ranks not finished: {hung}; ranks failed: {sorted(failed)}")
+    if outcome.stuck:
+        error += f" ({outcome.stuck})"
+    if failed:
+        error += f"; rank {min(failed)}: {failed[min(failed)]}"
+    tails = {c: tail(out / f"{c}.log") for c, rc in outcome.exit_codes.items()
+             if rc not in (0, None) or not results or c.removeprefix("rank") in map(str, hung)}
+    if not results and tails:
+        error += "; " + " | ".join(t.strip().splitlines()[-1][:300] for t in tails.values() if t)
+    rule = "probe_hang" if hung else "probe_rank_failed"
+    result = ToolResult.failed(
+        TOOL, invocation, error, **data,
+        hang={"collective": step.get("collective"), "bytes": step.get("bytes"),
+              "ranks_not_finished": hung, "ranks_failed": failed, "reason": outcome.stuck,
+              "where": {r: {"collective": w.get("collective"), "bytes": w.get("bytes")}
+                        for r, w in where.items() if w}},
+        exit_codes=outcome.exit_codes, log_tails=tails)
+    result.findings = [Finding(severity="error", rule=rule, message=error, card=card_for(rule))]
+    return result
+
+
+def tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_bytes()[-n:].decode(errors="replace")
+    except OSError:
+        return ""
