@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     agent_tls_cert: Path | None = None
     agent_tls_key: Path | None = None
     agent_ca_file: Path | None = None
+    # Names this agent answers to (besides its address and host name): a signed request
+    # names its target node, and the agent refuses requests meant for another node.
+    agent_names: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Slack.
     slack_bot_token: SecretStr | None = Field(
@@ -87,7 +90,7 @@ class Settings(BaseSettings):
     slack_probes_per_node: int = Field(default=4, gt=0)
     slack_rate_window_s: float = Field(default=600.0, gt=0)
 
-    @field_validator("oncall_users", mode="before")
+    @field_validator("oncall_users", "agent_names", mode="before")
     @classmethod
     def _user_list(cls, value: Any) -> Any:
         """Accept a comma- or space-separated string as well as a list."""

@@ -62,3 +62,13 @@ def test_bad_config_file(tmp_path):
     cfg.write_text("data_dir = [")
     out = _run("analyze", "examples/sample-8rank-oom.log", "--config", str(cfg))
     assert out.returncode == 2 and b"not valid TOML" in out.stderr
+
+
+def test_list_settings_take_comma_lists_and_json(monkeypatch) -> None:
+    from bot.config import load_settings
+
+    monkeypatch.setenv("NCCLBOT_ONCALL_USERS", "U1, U2")
+    monkeypatch.setenv("NCCLBOT_AGENT_NAMES", '["gpu-node-17", "gpu-node-17.cluster"]')
+    s = load_settings()
+    assert s.oncall_users == ["U1", "U2"]
+    assert s.agent_names == ["gpu-node-17", "gpu-node-17.cluster"]
