@@ -1,7 +1,8 @@
 """One answer from the LLM agent: run, validate, compose; the deterministic answer otherwise.
 
-Whatever goes wrong with the LLM (not configured, unreachable, too slow, malformed or
-ungrounded answer) the caller gets the deterministic answer with a note saying why.
+Whatever goes wrong with the LLM (not configured, unreachable, too slow, over its token
+budget, out of tool rounds, malformed or ungrounded answer) the caller gets the
+deterministic answer with a note saying why.
 """
 
 from __future__ import annotations
@@ -13,39 +14,48 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langgraph.errors import GraphRecursionError
 
-from bot.agent.answer_model import AgentAnswer
-from bot.agent.backends import ClientNodeBackend, NodeBackend, deterministic_answer
+from bot.agent.answer_model import AgentAnswer, ProbeSuggestion
+from bot.agent.attachments import learn_attachment_names
+from bot.agent.backends import (
+    ClientNodeBackend,
+    NodeBackend,
+    fallback_answer,
+    inventory_names,
+    load_nodes,
+)
 from bot.agent.compose import compose_answer
-from bot.agent.graph import run_agent
+from bot.agent.context import Analyze, ToolContext
+from bot.agent.graph import MAX_TOOL_ROUNDS, run_agent
 from bot.agent.logtext import line_reader
-from bot.agent.providers import Budget, GuardedChatModel, ProviderError, make_chat_model
+from bot.agent.providers import (
+    Budget,
+    BudgetExceededError,
+    GuardedChatModel,
+    ProviderError,
+    make_chat_model,
+)
 from bot.agent.redact import Redactor
 from bot.agent.state import ConversationStore, InMemoryConversationStore, ThreadState, Turn
-from bot.agent.tools import PROBE_PRESETS, ToolContext
+from bot.agent.tools import PROBE_PRESETS
 from bot.agent.validate import validate_answer
+from bot.ask import resolve_lang
 from bot.config import Settings, load_settings
+from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.
 DEADLINE_CALLS = 3
 TOKEN_CALLS = 4
+DETERMINISTIC = "this is the deterministic answer."
 ConfirmProbe = Callable[[dict[str, Any]], bool]
 
 
 @lru_cache(maxsize=1)
 def default_store() -> InMemoryConversationStore:
     return InMemoryConversationStore()
-
-
-def _fallback(question: str, paths: Sequence[str], lang: str, settings: Settings,
-              notes: Sequence[str]) -> dict[str, Any]:
-    answer = deterministic_answer(question, paths, lang, settings)
-    answer.setdefault("notes", []).extend(notes)
-    answer.setdefault("explanation", "")
-    answer["llm"] = {"used": False}
-    return answer
 
 
 def _state_for(store: ConversationStore, thread_id: str | None) -> ThreadState:
@@ -57,18 +67,21 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
             settings: Settings | None = None, confirm_probe: ConfirmProbe | None = None, *,
             lang: str = "both", model: BaseChatModel | None = None,
             store: ConversationStore | None = None, nodes: NodeBackend | None = None,
-            on_request: Callable[[list[BaseMessage]], None] | None = None) -> dict[str, Any]:
+            on_request: Callable[[list[BaseMessage]], None] | None = None,
+            analyze: Analyze | None = None) -> dict[str, Any]:
     """Answer `question` (with log attachments) through the LLM agent; see bot.agent."""
     settings = settings or load_settings()
+    lang = resolve_lang(question, lang)
     store = store if store is not None else default_store()
     state = _state_for(store, thread_id)
-    paths = [str(p) for p in attachments]
-    for p in paths:
-        state.attachments[Path(p).name] = p
-    all_paths = list(dict.fromkeys([*state.attachments.values()]))
+    for p in attachments:
+        state.attachments[Path(p).name] = str(p)
+    all_paths = list(dict.fromkeys(state.attachments.values()))
+    redactor = Redactor(settings.redact_hosts, state.placeholders)
 
     def finish_fallback(notes: list[str]) -> dict[str, Any]:
-        answer = _fallback(question, all_paths, lang, settings, notes)
+        answer = fallback_answer(question, all_paths, lang, settings, notes)
+        state.placeholders = redactor.mapping
         state.turns.append(Turn(question=question, summary=str(answer.get("summary", ""))))
         store.put(state)
         return answer
@@ -76,44 +89,46 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     try:
         chat = model if model is not None else make_chat_model(settings)
     except ProviderError as exc:
-        return finish_fallback([f"LLM unavailable ({exc}); this is the deterministic answer."])
+        return finish_fallback([f"LLM unavailable ({exc}); {DETERMINISTIC}"])
     if chat is None:
         return finish_fallback(["LLM unavailable (no provider configured: set "
-                                "NCCLBOT_LLM_PROVIDER); this is the deterministic answer."])
+                                f"NCCLBOT_LLM_PROVIDER); {DETERMINISTIC}"])
 
+    notes: list[str] = []
+    try:
+        redactor.learn("HOST", inventory_names(settings))
+    except NcclbotError as exc:
+        notes.append(f"node inventory not read ({exc.message}); node tools and probes "
+                     "will fail until NCCLBOT_NODES_FILE is fixed")
     cards = {c.id: c for c in bundled_cards()}
-    redactor = Redactor(settings.redact_hosts, state.placeholders)
-    redactor.learn("HOST", _inventory_names(settings))
     ctx = ToolContext(settings=settings, cards=cards, state=state, redactor=redactor,
-                      nodes=nodes or ClientNodeBackend(settings), lang=lang)
+                      nodes=nodes or ClientNodeBackend(settings), lang=lang, analyze=analyze)
+    learn_attachment_names(ctx)
     guarded = GuardedChatModel(
         inner=chat, redactor=redactor, on_request=on_request,
         budget=Budget(settings.llm_timeout_s * DEADLINE_CALLS,
                       settings.llm_max_tokens * TOKEN_CALLS))
     try:
         run = run_agent(guarded, ctx, question, list(state.attachments))
+    except GraphRecursionError:
+        return finish_fallback([*notes, f"the LLM was still calling tools after "
+                                f"{MAX_TOOL_ROUNDS} rounds and was stopped; {DETERMINISTIC}"])
+    except BudgetExceededError as exc:
+        return finish_fallback([*notes, f"LLM answer abandoned: {exc}; {DETERMINISTIC}"])
     except Exception as exc:  # noqa: BLE001 - any provider failure means the fallback
         reason = f"{type(exc).__name__}: {str(exc)[:200]}"
-        return finish_fallback([f"LLM unavailable ({reason}); this is the deterministic answer."])
+        return finish_fallback([*notes, f"LLM unavailable ({reason}); {DETERMINISTIC}"])
     if run.answer is None:
-        return finish_fallback([*run.notes, "the LLM gave no usable answer; this is the "
-                                "deterministic answer."])
+        return finish_fallback([*notes, *run.notes,
+                                f"the LLM gave no usable answer; {DETERMINISTIC}"])
 
-    read_line = line_reader(state.attachments)
-    outcome = validate_answer(
-        run.answer,
-        cards={c: cards[c] for c in state.seen_cards if c in cards},
-        categories=category_ids(),
-        line_at=lambda f, n: _model_line(redactor, state, read_line, f, n),
-        known_evidence={redactor.redact(f): {n: redactor.redact(t) for n, t in lines.items()}
-                        for f, lines in state.evidence.items()},
-        presets=PROBE_PRESETS,
-    )
-    notes = [*run.notes, *outcome.notes]
+    outcome = _validate(run.answer, ctx)
+    notes.extend([*run.notes, *redactor.restore_obj(outcome.notes)])
     if not outcome.grounded:
         return finish_fallback([*notes, "nothing in the LLM's answer could be grounded in "
-                                "retrieved cards; this is the deterministic answer."])
+                                f"retrieved cards; {DETERMINISTIC}"])
     final = AgentAnswer.model_validate(redactor.restore_obj(outcome.answer.model_dump()))
+    _merge_probes(state, final.probes)
     turn_proposals = _confirm(ctx, confirm_probe, notes)
     suspects = [s for data in state.analyses.values() for s in data.get("suspects", [])]
     answer = compose_answer(final, cards, lang, suspects=suspects, notes=notes,
@@ -122,7 +137,8 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
         answer["probe_results"] = turn_proposals
     answer["llm"] = {"used": True, "model": getattr(chat, "model_name", None)
                      or getattr(chat, "model", None),
-                     "tools": redactor.restore_obj(ctx.trace), "dropped": outcome.dropped}
+                     "tools": redactor.restore_obj(ctx.trace),
+                     "dropped": redactor.restore_obj(outcome.dropped)}
     answer["thread_id"] = thread_id
     state.placeholders = redactor.mapping
     state.turns.append(Turn(question=question, explanation=final.explanation,
@@ -131,27 +147,49 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     return answer
 
 
-def _inventory_names(settings: Settings) -> list[str]:
-    """Node names from NCCLBOT_NODES_FILE, so they are hidden from the model too."""
-    if settings.nodes_file is None or not settings.redact_hosts:
-        return []
+def _validate(answer: AgentAnswer, ctx: ToolContext) -> Any:
+    """Validate the model's answer (in placeholder space, as the model saw everything)."""
+    state, redactor = ctx.state, ctx.redactor
+    analyzed = state.analyzed_files()
+    read_line = line_reader({n: p for n, p in state.attachments.items() if n in state.log_files})
+
+    def line_at(file: str, line: int) -> str | None:
+        real = redactor.restore(file)
+        if real not in analyzed:
+            return None
+        text = state.evidence.get(real, {}).get(str(line))
+        if text is None:
+            text = read_line(real, line)
+        return redactor.redact(text) if text is not None else None
+
+    return validate_answer(
+        answer,
+        cards={c: ctx.cards[c] for c in state.seen_cards if c in ctx.cards},
+        categories=category_ids(),
+        line_at=line_at,
+        known_evidence={redactor.redact(f): {n: redactor.redact(t) for n, t in lines.items()}
+                        for f, lines in state.evidence.items()},
+        presets=PROBE_PRESETS,
+        analyzed_files={redactor.redact(f) for f in analyzed},
+        known_nodes={redactor.redact(n) for n in _node_names(ctx.settings)},
+        all_card_ids=list(ctx.cards),
+    )
+
+
+def _node_names(settings: Settings) -> list[str]:
+    """The inventory's node names; none when there is no readable inventory (already noted)."""
     try:
-        from bot.nodes.inventory import load_inventory
-
-        inv = load_inventory(settings.nodes_file)
-    except Exception:  # noqa: BLE001 - a bad inventory is reported by the node tools
+        return list(load_nodes(settings).nodes)
+    except NcclbotError:
         return []
-    return [*inv.nodes, *(n.host for n in inv.nodes.values()), *inv.groups]
 
 
-def _model_line(redactor: Redactor, state: ThreadState,
-                read_line: Callable[[str, int], str | None], file: str, line: int) -> str | None:
-    """A log line as the model saw it (redacted), for validating quoted evidence."""
-    real = redactor.restore(file)
-    text = state.evidence.get(real, {}).get(str(line))
-    if text is None:
-        text = read_line(real, line)
-    return redactor.redact(text) if text is not None else None
+def _merge_probes(state: ThreadState, probes: Sequence[ProbeSuggestion]) -> None:
+    """Probes the final answer suggests (validated) become proposals a person can confirm."""
+    for p in probes:
+        if all((q["node"], q["preset"]) != (p.node, p.preset) for q in state.proposals):
+            state.proposals.append({"node": p.node, "preset": p.preset,
+                                    "params": PROBE_PRESETS[p.preset], "status": "proposed"})
 
 
 def _confirm(ctx: ToolContext, confirm: ConfirmProbe | None,

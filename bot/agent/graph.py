@@ -11,8 +11,9 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from bot.agent.answer_model import AgentAnswer, AnswerParseError, parse_answer, schema_text
+from bot.agent.context import ToolContext, invocation
 from bot.agent.providers import GuardedChatModel
-from bot.agent.tools import PROBE_PRESETS, ToolContext, call_tool, langchain_tools
+from bot.agent.tools import PROBE_PRESETS, call_tool, langchain_tools
 from bot.knowledge.taxonomy import load_taxonomy
 
 MAX_TOOL_ROUNDS = 8
@@ -33,6 +34,12 @@ Taxonomy ids: {categories}
 When you are done, reply with ONLY one JSON object (no tool call, no prose around it) matching \
 this JSON schema:
 {schema}"""
+
+LANGUAGE = {
+    "en": "Write the explanation in English.",
+    "zh": "Write the explanation in Chinese (用中文写 explanation).",
+    "both": "Write the explanation in English, then the same in Chinese.",
+}
 
 REPAIR = ("Your final answer could not be used: {error}. Reply with ONLY the JSON object "
           "matching the schema, citing only cards returned by tools.")
@@ -59,7 +66,6 @@ class ToolGuard(AgentMiddleware):  # type: ignore[type-arg]
         try:
             return handler(request)
         except Exception as exc:  # noqa: BLE001 - reported to the model so it can correct itself
-            from bot.agent.tools import invocation
             from tools.result import ToolResult
 
             result = ToolResult.failed(call["name"], invocation(call["name"], call["args"]),
@@ -108,6 +114,7 @@ def run_agent(model: GuardedChatModel, ctx: ToolContext, question: str,
                          middleware=[ToolGuard(ctx)])
     context = context_message(ctx, attachments)
     text = f"{context}\n\nQuestion: {question}" if context else question
+    text += "\n\n" + LANGUAGE.get(ctx.lang, LANGUAGE["both"])
     messages: list[BaseMessage] = [*history(ctx), HumanMessage(text)]
     state = graph.invoke({"messages": messages},
                          {"recursion_limit": 2 * MAX_TOOL_ROUNDS + 2})

@@ -29,6 +29,19 @@ class ProviderError(RuntimeError):
     """The LLM is not configured usably, ran out of time or budget."""
 
 
+class BudgetExceededError(ProviderError):
+    """This answer's time or token budget is spent: the next call is refused."""
+
+
+def _import_provider(module: str, package: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise ProviderError(f"{package} is not installed (pip install 'ncclbot[llm]')") from exc
+
+
 def make_chat_model(settings: Settings) -> BaseChatModel | None:
     """The configured provider's chat model, or None when no LLM is configured."""
     provider = settings.llm_provider
@@ -38,22 +51,21 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
         raise ProviderError("NCCLBOT_LLM_MODEL is not set (the model name the endpoint serves)")
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     if provider == "openai":
-        from langchain_openai import ChatOpenAI
-
         if not key and not settings.llm_base_url:
             raise ProviderError("set NCCLBOT_LLM_API_KEY for a hosted endpoint, or "
                                 "NCCLBOT_LLM_BASE_URL for a local one")
-        return ChatOpenAI(model=settings.llm_model, base_url=settings.llm_base_url,
-                          api_key=key or "not-needed", timeout=settings.llm_timeout_s,
-                          max_retries=0, max_tokens=settings.llm_max_tokens, temperature=0,
-                          use_responses_api=False)
+        openai = _import_provider("langchain_openai", "langchain-openai")
+        return openai.ChatOpenAI(model=settings.llm_model, base_url=settings.llm_base_url,
+                                 api_key=key or "not-needed", timeout=settings.llm_timeout_s,
+                                 max_retries=0, max_tokens=settings.llm_max_tokens,
+                                 temperature=0, use_responses_api=False)
     if provider == "ollama":
-        from langchain_ollama import ChatOllama
-
+        ollama = _import_provider("langchain_ollama", "langchain-ollama")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return ChatOllama(model=settings.llm_model, base_url=settings.llm_base_url,
-                          num_predict=settings.llm_max_tokens, temperature=0,
-                          client_kwargs={"timeout": settings.llm_timeout_s, "headers": headers})
+        return ollama.ChatOllama(model=settings.llm_model, base_url=settings.llm_base_url,
+                                 num_predict=settings.llm_max_tokens, temperature=0,
+                                 client_kwargs={"timeout": settings.llm_timeout_s,
+                                                "headers": headers})
     raise ProviderError(f"unknown LLM provider {provider!r}; use openai or ollama")
 
 
@@ -61,15 +73,21 @@ class Budget:
     """Wall-clock deadline and token budget shared by every call of one answer."""
 
     def __init__(self, seconds: float, tokens: int) -> None:
+        self.seconds = seconds
         self.deadline = time.monotonic() + seconds
+        self.tokens = tokens
         self.tokens_left = tokens
         self.calls = 0
 
     def check(self) -> None:
+        """Refuse the next call once the deadline passed or the tokens are spent."""
         if time.monotonic() > self.deadline:
-            raise ProviderError("the LLM ran out of time for this answer")
+            raise BudgetExceededError(f"the LLM ran out of time for this answer "
+                                      f"({self.seconds:.0f} s over {self.calls} calls)")
         if self.tokens_left <= 0:
-            raise ProviderError("the LLM used up the token budget for this answer")
+            raise BudgetExceededError(f"the LLM used up the token budget for this answer "
+                                      f"({self.tokens - self.tokens_left} of {self.tokens} "
+                                      f"output tokens in {self.calls} calls)")
         self.calls += 1
 
     def spend(self, result: ChatResult) -> None:
@@ -93,6 +111,17 @@ class GuardedChatModel(BaseChatModel):
         return f"guarded-{self.inner._llm_type}"
 
     def redact_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The whole request, redacted: names are learned from every message (question,
+        attachment names, tool outputs, earlier tool calls) before any is replaced."""
+        for m in messages:
+            content = m.content
+            if isinstance(content, str):
+                self.redactor.learn_payload(content)
+            else:
+                self.redactor.learn_obj(content)
+            self.redactor.learn_obj(m.additional_kwargs)
+            if isinstance(m, AIMessage):
+                self.redactor.learn_obj([c["args"] for c in m.tool_calls])
         out = []
         for m in messages:
             update: dict[str, Any] = {"additional_kwargs": self.redactor.redact_obj(

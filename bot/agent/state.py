@@ -7,10 +7,16 @@ the redactor, so `HOST_1` means the same host for the whole thread.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
+import time
+from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+log = logging.getLogger(__name__)
 
 
 class Turn(BaseModel):
@@ -25,6 +31,7 @@ class ThreadState(BaseModel):
     thread_id: str | None = None
     attachments: dict[str, str] = Field(default_factory=dict)  # display name -> path
     analyses: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name -> analyze_log data
+    log_files: dict[str, list[str]] = Field(default_factory=dict)  # name -> files analyze_log read
     evidence: dict[str, dict[str, str]] = Field(default_factory=dict)  # file -> {line: text}
     seen_cards: list[str] = Field(default_factory=list)  # card ids returned by a tool
     placeholders: dict[str, str] = Field(default_factory=dict)  # HOST_1 -> original
@@ -35,9 +42,13 @@ class ThreadState(BaseModel):
         if card_id not in self.seen_cards:
             self.seen_cards.append(card_id)
 
+    def analyzed_files(self) -> set[str]:
+        """The log files (archive members included) analyze_log returned in this thread."""
+        return {f for files in self.log_files.values() for f in files}
+
 
 class ConversationStore(Protocol):
-    """Where thread state lives (the Slack app keeps it in SQLite)."""
+    """Where thread state lives: in memory, or SQLite so threads survive a restart."""
 
     def get(self, thread_id: str) -> ThreadState | None: ...
 
@@ -65,3 +76,65 @@ class InMemoryConversationStore:
             self._data[state.thread_id] = state.model_dump_json()
             while len(self._data) > self.max_threads:
                 self._data.pop(next(iter(self._data)))
+
+
+class SqliteConversationStore:
+    """Thread states in one SQLite file (table `agent_threads`); safe to share between
+    threads and processes. Keeps the `max_threads` most recently used, for `ttl_s`."""
+
+    SCHEMA = """CREATE TABLE IF NOT EXISTS agent_threads (
+        thread_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated REAL NOT NULL);
+        CREATE INDEX IF NOT EXISTS agent_threads_updated ON agent_threads(updated);"""
+
+    def __init__(self, path: str | Path, max_threads: int = 10_000,
+                 ttl_s: float = 30 * 86400) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_threads = max_threads
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(self.SCHEMA)
+            self._db.commit()
+
+    def get(self, thread_id: str) -> ThreadState | None:
+        with self._lock:
+            row = self._db.execute("SELECT state FROM agent_threads WHERE thread_id=?",
+                                   (thread_id,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return ThreadState.model_validate_json(row[0])
+        except ValidationError as exc:
+            log.warning("agent thread %s: stored state unreadable, starting afresh (%s)",
+                        thread_id, str(exc)[:200])
+            return None
+
+    def put(self, state: ThreadState) -> None:
+        if state.thread_id is None:
+            return
+        now = time.time()
+        with self._lock:
+            try:
+                self._db.execute("INSERT OR REPLACE INTO agent_threads VALUES (?,?,?)",
+                                 (state.thread_id, state.model_dump_json(), now))
+                self._prune(now)
+                self._db.commit()
+            except BaseException:
+                self._db.rollback()
+                raise
+
+    def _prune(self, now: float) -> None:
+        self._db.execute("DELETE FROM agent_threads WHERE updated < ?", (now - self.ttl_s,))
+        self._db.execute("DELETE FROM agent_threads WHERE thread_id NOT IN (SELECT thread_id "
+                         "FROM agent_threads ORDER BY updated DESC LIMIT ?)", (self.max_threads,))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM agent_threads").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -8,22 +8,19 @@ the right confirms them (Slack button, CLI prompt); the agent never runs one.
 from __future__ import annotations
 
 import difflib
+import inspect
 import json
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from bot.agent.backends import NodeBackend, search_cards
-from bot.agent.redact import Redactor
-from bot.agent.state import ThreadState
-from bot.config import Settings
+from bot.agent.attachments import analyze_log, log_diagnoses
+from bot.agent.backends import error_text, load_nodes, search_cards
+from bot.agent.context import ToolContext, invocation
+from bot.errors import NcclbotError
 from bot.knowledge.cards import Card
 from tools.result import ToolResult
 
 MAX_TOOL_CHARS = 12_000
-MAX_EVIDENCE = 5
 
 #: Probe presets the agent may propose (parameters of the node `probe` tool).
 PROBE_PRESETS: dict[str, dict[str, Any]] = {
@@ -35,25 +32,6 @@ PROBE_PRESETS: dict[str, dict[str, Any]] = {
     "gloo": {"backend": "gloo", "collectives": ["all_reduce"], "max_bytes": 16 << 20,
              "timeout": 120.0},
 }
-
-
-@dataclass
-class ToolContext:
-    """What the tools share within one conversation turn."""
-
-    settings: Settings
-    cards: dict[str, Card]
-    state: ThreadState
-    redactor: Redactor
-    nodes: NodeBackend
-    lang: str = "both"
-    trace: list[dict[str, Any]] = field(default_factory=list)
-    analyze: Callable[[str, Settings, list[Card]], tuple[Any, Any]] | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-def invocation(name: str, args: dict[str, Any]) -> str:
-    return f"{name}({json.dumps(args, ensure_ascii=False, sort_keys=True)})"
 
 
 def _out(result: ToolResult) -> str:
@@ -74,11 +52,22 @@ def _card_summary(card: Card, score: float | None = None) -> dict[str, Any]:
 
 
 def search_knowledge(ctx: ToolContext, query: str) -> ToolResult:
+    """Hybrid retrieval; a failure raises and comes back to the model as a tool error."""
     inv = invocation("search_knowledge", {"query": query})
-    hits = search_cards(query, list(ctx.cards.values()), k=5, settings=ctx.settings)
-    for cid, _ in hits:
-        ctx.state.see_card(cid)
-    found = [_card_summary(ctx.cards[cid], score) for cid, score in hits]
+    try:
+        hits = search_cards(query, k=5, settings=ctx.settings,
+                            log_diagnosis=next(iter(log_diagnoses(ctx)), None))
+    except ImportError as exc:
+        return ToolResult.unavailable("search_knowledge", inv, "retrieval is not installed "
+                                      f"(pip install 'ncclbot[retrieval]'): {exc}")
+    found = []
+    for hit in hits:
+        card = ctx.cards.get(hit["card"])
+        if card is None:
+            continue
+        ctx.state.see_card(card.id)
+        found.append({**_card_summary(card, hit["score"]), "why": hit["why"][:3],
+                      "channels": {ch: info.get("rank") for ch, info in hit["channels"].items()}})
     return ToolResult(tool="search_knowledge", status="success", invocation=inv,
                       data={"query": query, "cards": found})
 
@@ -107,60 +96,6 @@ def get_card(ctx: ToolContext, id: str) -> ToolResult:
     return ToolResult(tool="get_card", status="success", invocation=inv, data=data)
 
 
-def _find_attachment(state: ThreadState, name: str) -> tuple[str, str] | None:
-    if name in state.attachments:
-        return name, state.attachments[name]
-    for shown, path in state.attachments.items():
-        if Path(path).name == Path(name).name or shown.endswith(name):
-            return shown, path
-    return None
-
-
-def _default_analyze(path: str, settings: Settings, cards: list[Card]) -> tuple[Any, Any]:
-    from bot.logs.sources import expand_inputs
-    from bot.service import analyze_sources
-
-    return analyze_sources(expand_inputs([path]), settings, cards)
-
-
-def analyze_log(ctx: ToolContext, attachment: str) -> ToolResult:
-    inv = invocation("analyze_log", {"attachment": attachment})
-    found = _find_attachment(ctx.state, attachment)
-    if found is None:
-        known = ", ".join(ctx.state.attachments) or "none"
-        return ToolResult.failed("analyze_log", inv,
-                                 f"no attachment {attachment!r}; attached: {known}")
-    shown, path = found
-    if shown in ctx.state.analyses:
-        return ToolResult(tool="analyze_log", status="success", invocation=inv,
-                          data=ctx.state.analyses[shown])
-    analyze = ctx.analyze or _default_analyze
-    try:
-        report, diagnosis = analyze(path, ctx.settings, list(ctx.cards.values()))
-    except Exception as exc:  # noqa: BLE001 - bad input is a result the model can explain
-        return ToolResult.failed("analyze_log", inv, f"{type(exc).__name__}: {exc}")
-    ctx.redactor.learn("HOST", sorted(report.hosts))
-    causes = []
-    for rc in diagnosis.root_causes[:4]:
-        evidence = [e.to_dict() for e in rc.evidence[:MAX_EVIDENCE]]
-        for e in evidence:
-            ctx.state.evidence.setdefault(e["file"], {})[str(e["line"])] = e["text"]
-        if rc.card:
-            ctx.state.see_card(rc.card)
-        causes.append({"category": rc.category, "card": rc.card,
-                       "confidence": round(rc.confidence, 3), "evidence": evidence,
-                       "why": rc.why[:3]})
-    data = {
-        "attachment": shown,
-        "verdict": diagnosis.verdict,
-        "root_causes": causes,
-        "suspects": [s.to_dict() for s in diagnosis.suspects[:4]],
-        "input": {k: v for k, v in report.summary().items() if k != "files"},
-    }
-    ctx.state.analyses[shown] = data
-    return ToolResult(tool="analyze_log", status="success", invocation=inv, data=data)
-
-
 def node_topology(ctx: ToolContext, node: str) -> ToolResult:
     return ctx.nodes.run(node, "topo", None)
 
@@ -174,6 +109,10 @@ def propose_probe(ctx: ToolContext, node: str, preset: str) -> ToolResult:
     if preset not in PROBE_PRESETS:
         return ToolResult.failed("propose_probe", inv, f"unknown preset {preset!r}; known: "
                                  f"{', '.join(PROBE_PRESETS)}")
+    try:
+        load_nodes(ctx.settings).get(node)
+    except NcclbotError as exc:
+        return ToolResult.failed("propose_probe", inv, error_text(exc))
     proposal = {"node": node, "preset": preset, "params": PROBE_PRESETS[preset],
                 "status": "proposed"}
     if proposal not in ctx.state.proposals:
@@ -218,12 +157,16 @@ def _call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
     if func is None:
         result = ToolResult.failed(name, inv, f"unknown tool; known: {', '.join(_FUNCS)}")
     else:
+        real = ctx.redactor.restore_obj(args)
         try:
-            result = func(ctx, **ctx.redactor.restore_obj(args))
+            inspect.signature(func).bind(ctx, **real)
         except TypeError as exc:
             result = ToolResult.failed(name, inv, f"bad arguments: {exc}")
-        except Exception as exc:  # noqa: BLE001 - tool errors go back to the model
-            result = ToolResult.failed(name, inv, f"{type(exc).__name__}: {exc}")
+        else:
+            try:
+                result = func(ctx, **real)
+            except Exception as exc:  # noqa: BLE001 - tool errors go back to the model
+                result = ToolResult.failed(name, inv, f"{type(exc).__name__}: {exc}")
     ctx.trace.append({"tool": name, "args": args, "status": result.status,
                       "error": result.error})
     return _out(result)

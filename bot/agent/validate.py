@@ -2,22 +2,37 @@
 
 - a cited card must have been returned by a tool in this conversation;
 - a category must be a taxonomy id (repaired to the card's category when it is not);
-- an evidence line must exist in an analyzed log (`line_at`); a wrong line number is
-  repaired when the text is among the lines analyze_log reported;
+- an evidence line must exist in a log analyze_log returned in this conversation
+  (`analyzed_files`, `line_at`) and the quote must really match it (at least 12
+  characters of it, or most of its words); a wrong line number is repaired when the text
+  is among the lines analyze_log reported; every replacement or drop gets a note;
 - a remediation step must point at an existing step of a returned card;
-- a probe suggestion must name a known preset.
+- a probe suggestion must name a known preset and a node of the inventory;
+- the explanation may not name a card no tool returned (the id is removed, with a note).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.agent.answer_model import AgentAnswer, EvidenceRef, RemediationStep, RootCauseClaim
+from bot.agent.answer_model import (
+    AgentAnswer,
+    EvidenceRef,
+    ProbeSuggestion,
+    RemediationStep,
+    RootCauseClaim,
+)
 from bot.knowledge.cards import Card
 
 LineLookup = Callable[[str, int], "str | None"]
+#: A quote shorter than this must be the whole line.
+MIN_QUOTE = 12
+#: Otherwise: this share of the line's words (and of the quote's) must be shared.
+MIN_WORD_SHARE = 0.6
+UNVERIFIED_CARD = "[unverified card]"
 
 
 @dataclass
@@ -36,28 +51,72 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def _in_order(pieces: list[str], text: str) -> bool:
+    at = 0
+    for piece in pieces:
+        found = text.find(piece, at)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
+
+
 def _matches(claimed: str, actual: str) -> bool:
+    """Whether a quote really is (part of) the line: the whole line, a substring of at least
+    MIN_QUOTE characters (or such pieces, in order, around `...`), or most of the line's
+    words (and mostly words of the line)."""
     c, a = _norm(claimed), _norm(actual)
-    return bool(c) and (c in a or (len(a) >= 20 and a in c))
+    if not c or not a:
+        return False
+    if c == a or (len(c) >= MIN_QUOTE and c in a) or (len(a) >= MIN_QUOTE and a in c):
+        return True
+    pieces = [p for p in re.split(r"\s*(?:\.\.\.|\u2026)\s*", c) if p]
+    if len(pieces) > 1 and sum(map(len, pieces)) >= MIN_QUOTE and _in_order(pieces, a):
+        return True  # "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried ... free."
+    cw, aw = _words(c), _words(a)
+    if len(aw) < 3 or not cw:
+        return False
+    shared_line = sum(w in set(cw) for w in aw) / len(aw)
+    shared_quote = sum(w in set(aw) for w in cw) / len(cw)
+    return shared_line >= MIN_WORD_SHARE and shared_quote >= MIN_WORD_SHARE
 
 
 def check_evidence(ev: EvidenceRef, line_at: LineLookup,
-                   known: Mapping[str, Mapping[str, str]]) -> tuple[EvidenceRef | None, str | None]:
-    """The evidence as it stands in the log (maybe repaired), or None, plus a note."""
-    actual = line_at(ev.file, ev.line)
+                   known: Mapping[str, Mapping[str, str]],
+                   files: Collection[str] | None = None
+                   ) -> tuple[EvidenceRef | None, str | None]:
+    """The evidence as it stands in the log (maybe repaired), or None, plus a note.
+
+    `files`: the logs analyze_log returned (None: any file `line_at` can read)."""
+    where = f"{ev.file}:{ev.line}"
+    readable = files is None or ev.file in files
+    actual = line_at(ev.file, ev.line) if readable else None
     if actual is not None and _matches(ev.text, actual):
-        return EvidenceRef(file=ev.file, line=ev.line, text=actual), None
+        reported = known.get(ev.file, {}).get(str(ev.line))
+        same = _norm(ev.text) in (_norm(actual), _norm(reported or ""))
+        note = None if same else f"evidence {where}: the quoted text was replaced by the log line"
+        return EvidenceRef(file=ev.file, line=ev.line, text=actual), note
     for file, lines in known.items():
         for ln, text in lines.items():
             if _matches(ev.text, text):
                 return (EvidenceRef(file=file, line=int(ln), text=text),
-                        f"repaired evidence {ev.file}:{ev.line} to {file}:{ln}")
-    return None, f"dropped evidence {ev.file}:{ev.line}: no such line in the analyzed logs"
+                        f"repaired evidence {where} to {file}:{ln}")
+    if not readable:
+        return None, (f"dropped evidence {where}: {ev.file} is not a log analyze_log returned "
+                      "in this conversation")
+    if actual is None:
+        return None, f"dropped evidence {where}: no such line in the analyzed logs"
+    return None, f"dropped evidence {where}: the quoted text does not match that line"
 
 
 def _check_root_cause(rc: RootCauseClaim, out: Outcome, cards: Mapping[str, Card],
                       categories: Collection[str], line_at: LineLookup,
-                      known: Mapping[str, Mapping[str, str]]) -> RootCauseClaim | None:
+                      known: Mapping[str, Mapping[str, str]],
+                      files: Collection[str] | None) -> RootCauseClaim | None:
     card = cards.get(rc.card)
     if card is None:
         out.notes.append(f"dropped root cause citing card {rc.card!r}: no tool returned it "
@@ -71,7 +130,7 @@ def _check_root_cause(rc: RootCauseClaim, out: Outcome, cards: Mapping[str, Card
         category = card.category
     evidence: list[EvidenceRef] = []
     for ev in rc.evidence:
-        fixed, note = check_evidence(ev, line_at, known)
+        fixed, note = check_evidence(ev, line_at, known, files)
         if note:
             out.notes.append(note)
         if fixed is None:
@@ -88,17 +147,43 @@ def _check_root_cause(rc: RootCauseClaim, out: Outcome, cards: Mapping[str, Card
 def validate_answer(answer: AgentAnswer, *, cards: Mapping[str, Card],
                     categories: Collection[str], line_at: LineLookup,
                     known_evidence: Mapping[str, Mapping[str, str]] | None = None,
-                    presets: Collection[str] = ()) -> Outcome:
-    """Check every claim of `answer` against what tools returned; see the module doc."""
+                    presets: Collection[str] = (),
+                    analyzed_files: Collection[str] | None = None,
+                    known_nodes: Collection[str] | None = None,
+                    all_card_ids: Collection[str] = ()) -> Outcome:
+    """Check every claim of `answer` against what tools returned; see the module doc.
+
+    `cards`: the cards tools returned; `all_card_ids`: every card id (to find ids the
+    explanation names without a tool having returned them); `known_nodes`: the inventory's
+    node names as the model knows them (None: not checked)."""
     out = Outcome(answer=AgentAnswer(explanation=answer.explanation))
     known = known_evidence or {}
-    root_causes = []
+    root_causes: list[RootCauseClaim] = []
     for rc in answer.root_causes:
-        fixed = _check_root_cause(rc, out, cards, categories, line_at, known)
+        fixed = _check_root_cause(rc, out, cards, categories, line_at, known, analyzed_files)
         if fixed is not None and all(r.card != fixed.card for r in root_causes):
             root_causes.append(fixed)
     root_causes.sort(key=lambda r: r.confidence, reverse=True)
+    steps = _check_steps(answer, out, cards, root_causes)
+    citations: list[str] = []
+    for cid in [*answer.citations, *(r.card for r in root_causes), *(s.card for s in steps)]:
+        if cid not in cards:
+            if cid in answer.citations:
+                out.notes.append(f"dropped citation {cid!r}: no tool returned it")
+                out.dropped.append({"kind": "citation", "card": cid})
+        elif cid not in citations:
+            citations.append(cid)
+    probes = _check_probes(answer, out, presets, known_nodes)
+    unverified = ({*all_card_ids, *(d["card"] for d in out.dropped if "card" in d)}
+                  - set(cards))
+    out.answer = AgentAnswer(explanation=_strip_card_ids(answer.explanation, unverified, out),
+                             root_causes=root_causes, remediation=steps, citations=citations,
+                             probes=probes)
+    return out
 
+
+def _check_steps(answer: AgentAnswer, out: Outcome, cards: Mapping[str, Card],
+                 root_causes: list[RootCauseClaim]) -> list[RemediationStep]:
     steps: list[RemediationStep] = []
     for st in answer.remediation:
         card = cards.get(st.card)
@@ -113,24 +198,32 @@ def validate_answer(answer: AgentAnswer, *, cards: Mapping[str, Card],
         steps = [RemediationStep(card=top.id, step=i + 1) for i in range(len(top.remediation.en))]
         if answer.remediation:
             out.notes.append(f"remediation replaced by the steps of card {top.id}")
+    return steps
 
-    citations: list[str] = []
-    for cid in [*answer.citations, *(r.card for r in root_causes), *(s.card for s in steps)]:
-        if cid not in cards:
-            if cid in answer.citations:
-                out.notes.append(f"dropped citation {cid!r}: no tool returned it")
-                out.dropped.append({"kind": "citation", "card": cid})
-        elif cid not in citations:
-            citations.append(cid)
 
-    probes = []
+def _check_probes(answer: AgentAnswer, out: Outcome, presets: Collection[str],
+                  known_nodes: Collection[str] | None) -> list[ProbeSuggestion]:
+    probes: list[ProbeSuggestion] = []
     for p in answer.probes:
         if presets and p.preset not in presets:
             out.notes.append(f"dropped probe suggestion {p.preset!r} on {p.node}: unknown preset "
                              f"(known: {', '.join(sorted(presets))})")
-            out.dropped.append({"kind": "probe", "preset": p.preset})
-        else:
+            out.dropped.append({"kind": "probe", "preset": p.preset, "node": p.node})
+        elif known_nodes is not None and p.node not in known_nodes:
+            out.notes.append(f"dropped probe suggestion {p.preset!r} on {p.node}: not a node of "
+                             "the inventory (NCCLBOT_NODES_FILE)")
+            out.dropped.append({"kind": "probe", "preset": p.preset, "node": p.node})
+        elif all((q.node, q.preset) != (p.node, p.preset) for q in probes):
             probes.append(p)
-    out.answer = AgentAnswer(explanation=answer.explanation, root_causes=root_causes,
-                             remediation=steps, citations=citations, probes=probes)
-    return out
+    return probes
+
+
+def _strip_card_ids(text: str, ids: Collection[str], out: Outcome) -> str:
+    """The explanation without card ids that no tool returned (each removal noted)."""
+    for cid in sorted(ids, key=len, reverse=True):
+        rx = re.compile(r"(?<![\w-])" + re.escape(cid) + r"(?![\w-])")
+        if rx.search(text):
+            text = rx.sub(UNVERIFIED_CARD, text)
+            out.notes.append(f"removed card id {cid!r} from the explanation: no tool returned it")
+            out.dropped.append({"kind": "explanation_card", "card": cid})
+    return text

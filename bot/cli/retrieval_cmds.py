@@ -1,8 +1,22 @@
-"""`ncclbot ask` and `ncclbot index` (retrieval imports happen inside the commands)."""
+"""`ncclbot ask` and `ncclbot index` (retrieval and LLM imports happen inside the commands).
 
-from typing import Annotated
+`ask` answers through the LLM agent (`bot.agent.respond`) when a provider is configured
+(NCCLBOT_LLM_PROVIDER), falling back as the agent does; otherwise it is the
+deterministic `bot.ask.answer_question`, and LangChain is never imported.
+(No `from __future__ import annotations`: typer reads the command's annotations at run time.)
+"""
+
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 
 def register(app: typer.Typer, serve_app: typer.Typer) -> None:
@@ -18,14 +32,24 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
         as_json: JsonOpt = False,
         config: ConfigOpt = None,
     ) -> None:
-        """Answer a question from the incident cards (and the logs, when given)."""
+        """Answer a question from the incident cards (and the logs, when given); through
+        the LLM agent when NCCLBOT_LLM_PROVIDER is set."""
         if lang not in ("en", "zh", "both", "auto"):
             raise typer.BadParameter("--lang must be one of en, zh, both, auto")
         if not question.strip():
             raise typer.BadParameter("the question is empty")
-        from bot.ask import answer_question
+        settings = settings_from(config)
+        if settings.llm_provider is None:
+            from bot.ask import answer_question
 
-        emit(answer_question(question, tuple(log or ()), lang, settings_from(config)), as_json)
+            emit(answer_question(question, tuple(log or ()), lang, settings), as_json)
+            return
+        answer = agent_answer(question, log or (), lang, settings,
+                              interactive=not as_json and sys.stdin.isatty(),
+                              why_not=("--json" if as_json else "stdin is not a terminal"))
+        emit(answer, as_json)
+        if not as_json:
+            print_agent_extras(answer, console())
 
     @app.command()
     def index(
@@ -44,3 +68,71 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
         state = "built" if result.built else "up to date"
         console().print(f"index {state}: {len(cards)} cards, {result.embedded} chunks embedded, "
                         f"model {settings.embedding_model}, {where} (hash {result.hash[:12]})")
+
+
+def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Settings", *,
+                 interactive: bool, why_not: str = "stdin is not a terminal",
+                 **extra: Any) -> dict[str, Any]:
+    """The agent's answer; each proposed probe is put to the user (typer.confirm) when
+    `interactive`, and otherwise declined, with a note saying so (`why_not`). `extra`
+    goes to `bot.agent.respond` (e.g. `nodes=`)."""
+    from bot.agent import respond
+
+    declined: list[dict[str, Any]] = []
+
+    def confirm(proposal: dict[str, Any]) -> bool:
+        if not interactive:
+            declined.append(proposal)
+            return False
+        return typer.confirm(f"Run the NCCL probe {proposal['preset']!r} on node "
+                             f"{proposal['node']} now ({proposal['params']})?",
+                             default=False, err=True)
+
+    with spooled_stdin(logs, settings.max_input_bytes) as paths:
+        answer = respond(question, paths, settings=settings, lang=lang, confirm_probe=confirm,
+                         **extra)
+    if declined:
+        probes = ", ".join(f"{p['preset']} on {p['node']}" for p in declined)
+        node = declined[0]["node"]
+        answer.setdefault("notes", []).append(
+            f"probe not run ({probes}): confirming it needs an interactive terminal "
+            f"({why_not}); run `ncclbot ask` in a terminal, or `ncclbot node probe --node "
+            f"{node}` yourself")
+    return answer
+
+
+def print_agent_extras(answer: dict[str, Any], out: Any) -> None:
+    """What the terminal report does not show of an agent answer: its explanation and the
+    probes it proposed (with their status)."""
+    from rich.markup import escape
+
+    if answer.get("explanation"):
+        out.print(f"\n[bold]Explanation[/]\n{escape(answer['explanation'])}")
+    for p in answer.get("suggested_probes", []):
+        out.print(f"[bold]Probe[/] {escape(p['preset'])} on {escape(p['node'])}: "
+                  f"{escape(p.get('status', 'proposed'))}"
+                  + (f" - {escape(p['reason'])}" if p.get("reason") else ""))
+
+
+@contextmanager
+def spooled_stdin(logs: Sequence[str], limit: int) -> Iterator[list[str]]:
+    """The log paths, with `-` (stdin) copied to a temporary file first: the agent reads a
+    log more than once (for names to hide, for analysis, for the fallback answer)."""
+    if "-" not in logs:
+        yield list(logs)
+        return
+    with tempfile.TemporaryDirectory(prefix="ncclbot-stdin-") as tmp:
+        spooled = Path(tmp) / "stdin.log"
+        with spooled.open("wb") as fh:
+            _copy_at_most(sys.stdin.buffer, fh, limit + 1)
+        yield [str(spooled) if p == "-" else p for p in logs]
+
+
+def _copy_at_most(src: Any, dst: Any, limit: int) -> None:
+    left = limit
+    while left > 0:
+        chunk = src.read(min(left, 1 << 20))
+        if not chunk:
+            return
+        dst.write(chunk)
+        left -= len(chunk)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,33 @@ PLANTED = {
     "openai": "sk-PLANTEDabcdefghijklmnopqrstuvwx",
     "urlpass": "urlPLANTEDpass",
     "key": "PLANTEDPRIVATEKEYBODY",
+    # Formats tools.redact misses on its own:
+    "cli_password": "PLANTEDcliPass99",  # --password VALUE
+    "mysql": "PLANTEDmysqlPw7",  # mysql -pVALUE
+    "wandb": "0badc0de0123456789abcdef0123456789abcdef",  # wandb: API key <40 hex>
+    "wandb_env": "PLANTEDwandbEnv0123",  # WANDB_API_KEY=
+    "aws_secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiPLANTED0KEY1",  # bare, near "aws"
+    "der_key": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCPLANTED",  # private key: MII...
+    "json_number": "87654321",  # {"password": 87654321}
+    "token_list": "PLANTEDlistTok1",  # {"tokens": [...]}
+    "argv": "PLANTEDargvKey9",  # ["--api-key", VALUE]
 }
-HOSTS = ("gpu-node-7.cluster.local", "10.9.8.7", "liangxianchen-funasr-15wh-train-lxc0-w-0")
+HOSTS = ("gpu-node-7.cluster.local", "10.9.8.7", "liangxianchen-funasr-15wh-train-lxc0-w-0",
+         "sjc-a100-017", "a100-box3", "dgx01", "n017", "node-a", "harry", "erin",
+         "2001:db8::8a2e:370:7334", "fe80::ba59:9f03:1a:2b3c%ib0")
+#: Hosts only the attached log tells apart from words (ALPHA7_LINE's NCCL prefix).
+LOG_HOSTS = ("alpha7",)
+#: A question carrying the formats above: nothing of it may reach the model, not even in
+#: the first request.
+QUESTION = ("Why did my job die? rank 3 on sjc-a100-017 hung, a100-box3 and dgx01 too, n017 "
+            "was fine; then alpha7 crashed. TCPStore could not connect to (node-a, 29500); "
+            "addrs 2001:db8::8a2e:370:7334 and fe80::ba59:9f03:1a:2b3c%ib0. SLURM_JOB_USER=harry, "
+            f"code in /home/erin/run. I ran python train.py --password {PLANTED['cli_password']} "
+            f"and mysql -u svc -p{PLANTED['mysql']} -h db1; wandb: API key {PLANTED['wandb']}; "
+            f"aws secret {PLANTED['aws_secret']}; private key: {PLANTED['der_key']}; my slack "
+            f"token is {PLANTED['slack']}, github {PLANTED['github']}")
+#: alpha7 is only recognisable from the log's structure (NCCL's host:pid:tid prefix).
+ALPHA7_LINE = "alpha7:3301:3301 [1] NCCL INFO comm 0x5581 rank 1 nranks 8 - Init COMPLETE\n"
 
 
 def secret_preamble() -> str:
@@ -42,7 +68,8 @@ def secret_preamble() -> str:
         f"AWS_ACCESS_KEY_ID={PLANTED['aws']}",
         f"git clone https://alice:{PLANTED['urlpass']}@github.example.com/org/repo",
         "-----BEGIN RSA PRIVATE KEY-----", PLANTED["key"], "-----END RSA PRIVATE KEY-----",
-    ]) + "\n"
+        f"export WANDB_API_KEY={PLANTED['wandb_env']}",
+    ]) + "\n" + ALPHA7_LINE
 
 
 @pytest.fixture
@@ -94,8 +121,10 @@ def analysis(request: dict[str, Any]) -> dict[str, Any]:
 
 def grounded_final(request: dict[str, Any]) -> dict[str, Any]:
     """A final answer built, like a good model would, from the analyze_log result it saw."""
-    rc = analysis(request)["root_causes"][0]
-    return answer(explanation="Rank 2 on HOST_1 ran out of GPU memory; the others timed out.",
+    data = analysis(request)
+    rc = data["root_causes"][0]
+    host = data["input"]["hosts"][0]  # a placeholder: the model never sees the name
+    return answer(explanation=f"Rank 2 on {host} ran out of GPU memory; the others timed out.",
                   root_causes=[{"category": rc["category"], "card": rc["card"],
                                 "confidence": 0.85, "evidence": rc["evidence"][:1]}],
                   remediation=[{"card": rc["card"], "step": 3, "note": "quickest"},
@@ -103,13 +132,26 @@ def grounded_final(request: dict[str, Any]) -> dict[str, Any]:
                   citations=[rc["card"]])
 
 
-def assert_no_secrets(srv: ScriptedLLM, hosts: bool = True) -> None:
+def assert_no_secrets(srv: ScriptedLLM, hosts: bool = True, log: bool = True) -> None:
+    """No planted secret (and, with `hosts`, no planted host, IP or user) in any request;
+    `log`: the crash_log was attached, so the hosts only it reveals count too."""
+    assert srv.raw, "the model server received nothing"
     text = srv.all_text()
     for name, value in PLANTED.items():
-        assert value not in text, f"planted {name} secret reached the model"
+        assert value not in text and json.dumps(value)[1:-1] not in text, \
+            f"planted {name} secret reached the model"
     if hosts:
-        for h in HOSTS:
-            assert h not in text, f"host {h} reached the model"
+        for h in (*HOSTS, *(LOG_HOSTS if log else ())):
+            rx = rf"(?<![\w.-]){re.escape(json.dumps(h)[1:-1])}(?![\w-])"
+            assert not re.search(rx, text), f"host {h} reached the model"
+
+
+def inventory(tmp_path: Path, *names: str) -> Path:
+    """A node inventory (NCCLBOT_NODES_FILE) naming `names`."""
+    path = tmp_path / "nodes.yaml"
+    nodes = {n: {"url": f"https://10.0.0.{i + 10}:8470"} for i, n in enumerate(names)}
+    path.write_text(yaml.safe_dump({"nodes": nodes}), encoding="utf-8")
+    return path
 
 
 class RecordedNodes:

@@ -8,17 +8,17 @@ from pathlib import Path
 from bot.agent import respond
 from bot.agent.state import InMemoryConversationStore
 from tests.agent_llm.conftest import (
+    HOSTS,
     OOM_CARD,
     PLANTED,
+    QUESTION,
     analysis,
     answer,
     assert_no_secrets,
     grounded_final,
     settings_for,
 )
-from tests.agent_llm.llm_server import tool_messages
-
-QUESTION = f"Why did my job die? (my slack token is {PLANTED['slack']}, github {PLANTED['github']})"
+from tests.agent_llm.llm_server import ScriptedLLM, tool_messages
 
 
 def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryConversationStore):
@@ -49,6 +49,13 @@ def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryCo
     assert "liangxianchen-funasr-15wh-train-lxc0-w-0" in out["explanation"]
     assert "HOST_1" in json.dumps(srv.requests[-1])
     assert_no_secrets(srv)
+    # Not even the first request (the question alone, before any tool ran) carries a host
+    # of the question: sjc-a100-017 by its shape, alpha7 because the log's NCCL prefix
+    # names it, and they come back for the user.
+    first = json.dumps(srv.requests[0])
+    for host in ("sjc-a100-017", "alpha7", "dgx01", "n017", "node-a", "harry"):
+        assert host not in first
+    assert out["llm"]["tools"][0]["args"] == {"attachment": "train.log"}
     # The contract of bot.answer stays.
     for key in ("diagnosis", "remediation", "citations", "explanation", "notes"):
         assert key in out
@@ -79,14 +86,15 @@ def test_follow_up_reuses_thread_state(llm, crash_log: Path, store: InMemoryConv
 
 
 def test_tool_errors_go_back_to_the_model(llm, crash_log: Path):
+    leaky = f"oom --password {PLANTED['cli_password']} on sjc-a100-017"
     srv = llm({"tool_calls": [("get_card", {"id": "cuda-oom-on-one-rank"}),
                               ("analyze_log", {"attachment": "missing.log"}),
                               ("no_such_tool", {"x": 1}),
-                              ("search_knowledge", {"wrong_arg": "oom"})]},
+                              ("search_knowledge", {"wrong_arg": leaky})]},
               {"tool_calls": [("analyze_log", {"attachment": "train.log"}),
                               ("get_card", {"id": OOM_CARD})]},
               grounded_final)
-    out = respond("why?", [crash_log], settings=settings_for(srv))
+    out = respond(QUESTION, [crash_log], settings=settings_for(srv))
     results = tool_messages(srv.requests[1])  # in call order
     assert [r["status"] for r in results] == ["error"] * 4
     assert results[0]["invocation"] == 'get_card({"id": "cuda-oom-on-one-rank"})'
@@ -96,3 +104,51 @@ def test_tool_errors_go_back_to_the_model(llm, crash_log: Path):
         results[2]["error"]
     assert "bad arguments" in results[3]["error"]
     assert out["llm"]["used"] and out["diagnosis"]["root_causes"][0]["card"] == OOM_CARD
+    # Tool errors echo the invocation: the echoed arguments are redacted like the rest.
+    assert "[REDACTED]" in results[3]["invocation"]
+    assert_no_secrets(srv)
+
+
+def test_search_knowledge_is_hybrid_retrieval(llm, crash_log: Path):
+    srv = llm({"tool_calls": [("analyze_log", {"attachment": "train.log"})]},
+              {"tool_calls": [("search_knowledge",
+                               {"query": "CUDA out of memory on one rank, others time out"})]},
+              grounded_final)
+    out = respond(QUESTION, [crash_log], settings=settings_for(srv))
+    found = tool_messages(srv.requests[2])[-1]
+    assert found["status"] == "success", found
+    cards = {c["card"]: c for c in found["data"]["cards"]}
+    # Ranked by the fused channels: BM25 and dense on the query, and the log's signatures.
+    assert set(cards[OOM_CARD]["channels"]) == {"bm25", "dense", "signature"}
+    assert all(isinstance(r, int) for r in cards[OOM_CARD]["channels"].values())
+    assert cards[OOM_CARD]["why"]
+    assert out["llm"]["used"]
+    assert_no_secrets(srv)
+
+
+def test_retrieval_failure_is_a_tool_error_not_a_silent_fallback(llm, tmp_path: Path):
+    broken = tmp_path / "index-is-a-file"
+    broken.write_text("not a directory")
+    srv = llm({"tool_calls": [("search_knowledge", {"query": "socket ifname"})]},
+              {"tool_calls": [("get_card", {"id": "nccl-socket-ifname-matches-no-interface"})]},
+              answer(explanation="ifname", citations=["nccl-socket-ifname-matches-no-interface"]))
+    out = respond(QUESTION, settings=settings_for(srv, index_dir=broken))
+    result = tool_messages(srv.requests[1])[0]
+    assert result["status"] == "error"
+    assert result["invocation"] == 'search_knowledge({"query": "socket ifname"})'
+    assert "FileExistsError" in result["error"]
+    assert out["llm"]["tools"][0]["status"] == "error"
+    assert [c["card"] for c in out["citations"]] == ["nccl-socket-ifname-matches-no-interface"]
+    assert_no_secrets(srv, log=False)
+
+
+def test_hosts_from_the_question_never_reach_the_first_request():
+    """Without a log, the question's names are recognised by their shape or context alone
+    (alpha7 is not: only a log's structure tells it is a host)."""
+    with ScriptedLLM([answer(explanation="x")]) as srv:
+        respond(QUESTION, settings=settings_for(srv))
+    first = srv.raw[0].decode()
+    assert "Why did my job die?" in first
+    for h in HOSTS:
+        if h in QUESTION:
+            assert json.dumps(h)[1:-1] not in first, h

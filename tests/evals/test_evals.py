@@ -12,7 +12,7 @@ import yaml
 
 from bot.agent import respond
 from bot.config import Settings
-from tests.agent_llm.conftest import RecordedNodes
+from tests.agent_llm.conftest import RecordedNodes, inventory
 from tests.agent_llm.llm_server import ScriptedLLM
 from tools.result import ToolResult
 
@@ -59,16 +59,24 @@ def check(spec: dict[str, Any], out: dict[str, Any]) -> None:
         assert fact in text, f"expected fact {fact!r} missing"
 
 
+def case_settings(spec: dict[str, Any], tmp_path: Path, **kw: Any) -> Settings:
+    """The case's settings overrides, and its node inventory (`nodes:`) when it has one."""
+    extra = dict(spec.get("settings", {}))
+    if spec.get("nodes"):
+        extra["nodes_file"] = inventory(tmp_path, *spec["nodes"])
+    return Settings(**{**extra, **kw})
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_replay(case: Path) -> None:
+def test_replay(case: Path, tmp_path: Path) -> None:
     spec = load(case)
     with ScriptedLLM(script(spec)) as srv:
-        settings = Settings(llm_provider="openai", llm_model="recorded",
-                            llm_base_url=srv.base_url, llm_timeout_s=5,
-                            **spec.get("settings", {}))
+        settings = case_settings(spec, tmp_path, llm_provider="openai", llm_model="recorded",
+                                 llm_base_url=srv.base_url, llm_timeout_s=5)
         out = respond(spec["question"], [case / a for a in spec.get("attachments", [])],
                       settings=settings, nodes=recorded_nodes(case))
         sent = srv.all_text()
+        first = srv.raw[0].decode()
     exp = spec["expected"]
     check(spec, out)
     assert out["llm"]["used"] is exp["llm_used"]
@@ -81,15 +89,16 @@ def test_replay(case: Path) -> None:
         assert out["notes"] == []
     for secret in exp.get("forbidden", []):
         assert secret not in sent, f"{secret!r} reached the model"
+        assert secret not in first, f"{secret!r} reached the model in the first request"
 
 
 @pytest.mark.llm_live
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_live(case: Path) -> None:
+def test_live(case: Path, tmp_path: Path) -> None:
     spec = load(case)
     if not spec["expected"]["llm_used"]:
         pytest.skip("case scripts a misbehaving model")
-    settings = Settings(**{**spec.get("settings", {}), **LIVE_LLM})
+    settings = case_settings(spec, tmp_path, **LIVE_LLM)
     assert settings.llm_provider, "set NCCLBOT_LLM_PROVIDER/_MODEL/_BASE_URL for live runs"
     out = respond(spec["question"], [case / a for a in spec.get("attachments", [])],
                   settings=settings, nodes=recorded_nodes(case))
