@@ -48,8 +48,6 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
                               interactive=not as_json and sys.stdin.isatty(),
                               why_not=("--json" if as_json else "stdin is not a terminal"))
         emit(answer, as_json)
-        if not as_json:
-            print_agent_extras(answer, console())
 
     @app.command()
     def index(
@@ -99,19 +97,6 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
             f"({why_not}); run `ncclbot ask` in a terminal, or `ncclbot node probe --node "
             f"{node}` yourself")
     return answer
-
-
-def print_agent_extras(answer: dict[str, Any], out: Any) -> None:
-    """What the terminal report does not show of an agent answer: its explanation and the
-    probes it proposed (with their status)."""
-    from rich.markup import escape
-
-    if answer.get("explanation"):
-        out.print(f"\n[bold]Explanation[/]\n{escape(answer['explanation'])}")
-    for p in answer.get("suggested_probes", []):
-        out.print(f"[bold]Probe[/] {escape(p['preset'])} on {escape(p['node'])}: "
-                  f"{escape(p.get('status', 'proposed'))}"
-                  + (f" - {escape(p['reason'])}" if p.get("reason") else ""))
 
 
 @contextmanager

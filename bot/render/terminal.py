@@ -16,6 +16,9 @@ _VERIFY_TITLE = {"en": "Verify", "zh": "验证"}
 
 def render_answer(answer: dict[str, Any], console: Console) -> None:
     console.print(Panel(Text(answer["summary"], style="bold"), title="ncclbot", expand=False))
+    if answer.get("explanation"):  # the LLM agent's plain-language account
+        console.print("[bold]Explanation[/]")
+        console.print(Text(answer["explanation"]))
     diag = answer["diagnosis"]
     for line in diag.get("ranks", []):
         console.print(f"  [cyan]ranks[/] {escape(line)}")
@@ -63,6 +66,10 @@ def render_answer(answer: dict[str, Any], console: Console) -> None:
             "\n[bold]Suggested node diagnostics:[/] "
             + ", ".join(f"ncclbot node {p}" for p in answer["probes"])
         )
+    for p in answer.get("suggested_probes", []):  # proposed by the LLM agent
+        console.print(f"[bold]Probe[/] {escape(p['preset'])} on {escape(p['node'])}: "
+                      f"{escape(p.get('status', 'proposed'))}"
+                      + (f" - {escape(p['reason'])}" if p.get("reason") else ""))
     if answer.get("citations"):
         console.print("\n[bold]Sources[/]")
         for c in answer["citations"]:
