@@ -18,25 +18,42 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
                                            "Socket Mode.")] = False,
         port: Annotated[int, typer.Option(help="HTTP port (with --http).")] = 3000,
         host: Annotated[str, typer.Option(help="HTTP bind address (with --http).")] = "0.0.0.0",
+        health_port: Annotated[int, typer.Option(
+            help="Socket Mode: port of the local health check (GET 127.0.0.1:PORT/healthz); "
+            "0 turns it off.")] = 3000,
         config: Annotated[Path | None, typer.Option("--config", help="TOML settings file.")]
         = None,
     ) -> None:
-        """Run the Slack app (Socket Mode by default; --http for /slack/events)."""
+        """Run the Slack app (Socket Mode by default; --http for /slack/events).
+
+        The retrieval index is opened (built on the first start) before events are taken.
+        """
         import logging
 
         from bot.cli.main import settings_from
-        from bot.slack.app import create_app
-        from bot.slack.serve import serve_http, serve_socket
+        from bot.slack.answering import warm
+        from bot.slack.app import build_deps, create_app, web_client
+        from bot.slack.serve import Health, serve_http, serve_socket
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
                             "%(message)s")
         settings = settings_from(config)
-        slack_app = create_app(settings, http=http)
+        client = web_client(settings)
+        deps = build_deps(settings, client)
+        slack_app = create_app(settings, client, http=http, deps=deps)
+        health = Health(store_ping=deps.store.ping)
+
+        def warm_up() -> None:
+            logging.getLogger("ncclbot.serve").info(
+                "retrieval index and log scanner ready (%.1f s)", warm(settings))
+            deps.authz.group_members()  # the on-call group, so slash commands answer at once
+
         if http:
-            serve_http(slack_app, host, port)
+            serve_http(slack_app, host, port, health, warm_up)
         else:
             token = settings.slack_app_token
-            serve_socket(slack_app, token.get_secret_value() if token else None)
+            serve_socket(slack_app, token.get_secret_value() if token else None, health,
+                         warm_up, health_port=health_port)
 
     @feedback_app.command("report")
     def feedback_report(

@@ -1,7 +1,11 @@
 """The bridge to the troubleshooting service: the agent, `ask`, or plain log analysis.
 
-Picks the best available backend at call time: `bot.agent.respond` when an LLM is
-configured, else `bot.ask.answer_question`, else `bot.service.analyze_paths` for logs.
+Log analysis is separate from answering: `Conversation` analyzes a thread's logs once per
+set of logs (`AnalysisCache`, keyed by their fingerprints) and every answer in the thread,
+follow-ups included, is built on that analysis. The answerer picks the best backend at
+call time: `bot.agent.respond` when an LLM is configured, else the question through
+`bot.ask` over the cached analysis, else the analysis alone. It never raises: any failure
+becomes an answer that says what went wrong.
 """
 
 from __future__ import annotations
@@ -10,18 +14,45 @@ import importlib
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
 from bot.errors import NcclbotError
+
+if TYPE_CHECKING:
+    from bot.diagnosis.engine import Diagnosis
+    from bot.logs.model import LogReport
 
 log = logging.getLogger(__name__)
 #: Analyses are CPU-bound: at most one per core runs at a time, the rest wait their turn
 #: (the scanner itself is thread-safe: one Hyperscan scratch per thread).
 ANALYSIS_SLOTS = threading.BoundedSemaphore(max(2, os.cpu_count() or 2))
 
-Answerer = Callable[[str, Sequence[str], str | None], dict[str, Any]]
+#: (report, diagnosis) of a set of logs, as `bot.service.analyze_sources` returns them.
+Analysis = tuple["LogReport", "Diagnosis"]
+Analyzer = Callable[[Sequence[str]], Analysis]
+
+
+def _no_analysis() -> Analysis | None:
+    return None
+
+
+@dataclass
+class Request:
+    """One question in a thread. `analysis()` gives the analysis of `paths` (None without
+    logs), made on first call and cached per set of logs; backends that read the logs
+    themselves (the agent) never call it."""
+
+    question: str
+    paths: list[str] = field(default_factory=list)
+    thread_id: str | None = None
+    analysis: Callable[[], Analysis | None] = _no_analysis
+
+
+Answerer = Callable[[Request], dict[str, Any]]
 
 NO_LOG = {
     "en": "Attach the crash log (.log .txt .gz .zip) of the failing job, ideally every rank's, "
@@ -31,7 +62,7 @@ NO_LOG = {
 }
 
 
-def _optional(module: str, name: str) -> Callable[..., Any] | None:
+def _optional(module: str, name: str) -> Any:
     try:
         return getattr(importlib.import_module(module), name)
     except ModuleNotFoundError as exc:
@@ -42,12 +73,24 @@ def _optional(module: str, name: str) -> Callable[..., Any] | None:
         return None
 
 
-def error_answer(exc: NcclbotError) -> dict[str, Any]:
-    """An expected failure as an answer (the message says what to do next)."""
-    text = exc.message + (f"\n{exc.hint}" if exc.hint else "")
-    return {"verdict": "error", "summary": "I could not analyze that.", "text": text,
+def _empty(verdict: str, summary: str, text: str) -> dict[str, Any]:
+    return {"verdict": verdict, "summary": summary, "text": text,
             "diagnosis": {"root_causes": [], "suspects": []}, "remediation": {},
             "citations": [], "probes": []}
+
+
+def error_answer(exc: NcclbotError) -> dict[str, Any]:
+    """An expected failure as an answer (the message says what to do next)."""
+    return _empty("error", "I could not analyze that.",
+                  exc.message + (f"\n{exc.hint}" if exc.hint else ""))
+
+
+def failure_answer(exc: BaseException) -> dict[str, Any]:
+    """An unexpected failure (a missing optional package, a bug) as an answer."""
+    return _empty("error", "I could not answer that.",
+                  f"The answering backend failed ({type(exc).__name__}: {str(exc)[:300]}). "
+                  "The details are in the bot's log. Try again, or run `ncclbot analyze` "
+                  "on the log.")
 
 
 def question_aware(settings: Settings) -> bool:
@@ -57,33 +100,139 @@ def question_aware(settings: Settings) -> bool:
     return _optional("bot.ask", "answer_question") is not None
 
 
-def make_answerer(settings: Settings) -> Answerer:
-    """The default answerer for this deployment."""
+def make_analyzer(settings: Settings) -> Analyzer:
+    """The default analyzer: stream the logs through `bot.service.analyze_sources`."""
 
-    def answer(question: str, paths: Sequence[str], thread_id: str | None) -> dict[str, Any]:
+    def analyze(paths: Sequence[str]) -> Analysis:
+        from bot.logs.sources import expand_inputs
+        from bot.service import analyze_sources
+
+        with ANALYSIS_SLOTS:
+            return analyze_sources(expand_inputs(list(paths)), settings)
+
+    return analyze
+
+
+class AnalysisCache:
+    """Analyses by set of logs (the key of their fingerprints), least recently used dropped.
+
+    A follow-up question in a thread without new logs has the same key, so its answer is
+    built on the analysis already made. Logs are content-addressed, so one key is one
+    content whatever the thread.
+    """
+
+    def __init__(self, analyze: Analyzer, size: int = 64) -> None:
+        self.analyze = analyze
+        self.size = size
+        self._items: OrderedDict[str, Analysis] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Analysis | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def analysis(self, key: str, paths: Sequence[str]) -> Analysis:
+        found = self.get(key)
+        if found is not None:
+            return found
+        made = self.analyze(paths)
+        with self._lock:
+            self._items[key] = made
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return made
+
+
+def make_answerer(settings: Settings, respond: Callable[..., dict[str, Any]] | None = None,
+                  agent_store: Any = None) -> Answerer:
+    """The default answerer for this deployment; `respond` replaces `bot.agent.respond`.
+    With an LLM configured, the agent keeps its per-thread state (attachments, cards seen,
+    placeholders, turns) in the bot's SQLite file unless `agent_store` says otherwise."""
+    if agent_store is None and settings.llm_provider:
+        from bot.agent.state import SqliteConversationStore
+
+        agent_store = SqliteConversationStore(settings.state_db)
+
+    def answer(req: Request) -> dict[str, Any]:
         try:
-            with ANALYSIS_SLOTS:
-                return _answer(settings, question, list(paths), thread_id)
+            return _answer(settings, req, respond, agent_store)
         except NcclbotError as exc:
             return error_answer(exc)
+        except Exception as exc:
+            log.exception("the answering backend failed")
+            return failure_answer(exc)
 
     return answer
 
 
-def _answer(settings: Settings, question: str, paths: list[str], thread_id: str | None
-            ) -> dict[str, Any]:
-    respond = _optional("bot.agent", "respond") if settings.llm_provider else None
-    if respond is not None:
-        return respond(question, attachments=tuple(paths), thread_id=thread_id,
-                       settings=settings)
-    ask = _optional("bot.ask", "answer_question")
-    if ask is not None and question.strip():
-        return ask(question, log_paths=tuple(paths), lang="both", settings=settings)
-    if paths:
-        from bot.service import analyze_paths
+def _answer(settings: Settings, req: Request, respond: Callable[..., dict[str, Any]] | None,
+            agent_store: Any) -> dict[str, Any]:
+    if settings.llm_provider:
+        respond = respond or _optional("bot.agent", "respond")
+        if respond is not None:
+            extra = {"store": agent_store} if agent_store is not None else {}
+            return respond(req.question, attachments=tuple(req.paths), thread_id=req.thread_id,
+                           settings=settings, **extra)
+    analysis = req.analysis()
+    if req.question.strip() and _optional("bot.ask", "compose") is not None:
+        return ask_with(req.question, analysis, settings)
+    if analysis is not None:
+        return analysis_answer(analysis)
+    return _empty("no_evidence", "No log to analyze yet.", NO_LOG["en"] + "\n" + NO_LOG["zh"])
 
-        return analyze_paths(paths, settings, "both")
-    return {"verdict": "no_evidence", "summary": "No log to analyze yet.",
-            "text": NO_LOG["en"] + "\n" + NO_LOG["zh"],
-            "diagnosis": {"root_causes": [], "suspects": []}, "remediation": {},
-            "citations": [], "probes": []}
+
+def ask_with(question: str, analysis: Analysis | None, settings: Settings) -> dict[str, Any]:
+    """`bot.ask.answer_question` over an analysis already made (not re-reading the logs)."""
+    from bot.ask import DISTINCTIVE_DF, compose
+    from bot.retrieval.search import get_retriever
+    from bot.service import bundled_cards
+
+    cards = list(bundled_cards())
+    report, base = analysis if analysis is not None else (None, None)
+    retriever = get_retriever(settings, cards)
+    hits = retriever.search(question, 8, base)
+    answer = compose(question, cards, hits, "both", report, base,
+                     retriever.sparse.distinctive(DISTINCTIVE_DF))
+    return _with_problems(answer, report)
+
+
+def analysis_answer(analysis: Analysis) -> dict[str, Any]:
+    """The answer from the logs alone (no question, no retrieval)."""
+    from bot.answer import build_answer
+    from bot.service import bundled_cards
+
+    report, diagnosis = analysis
+    answer = _with_problems(build_answer(diagnosis, list(bundled_cards()), report, "both"),
+                            report)
+    if diagnosis.verdict == "no_evidence":
+        answer.setdefault("notes", []).append(
+            f"read {report.total_bytes} bytes, {report.total_lines} lines from "
+            f"{len(report.sources)} file(s) and found no failure evidence.")
+    return answer
+
+
+def _with_problems(answer: dict[str, Any], report: LogReport | None) -> dict[str, Any]:
+    for src in report.sources if report is not None else ():
+        answer.setdefault("notes", []).extend(f"{src.name}: {p}" for p in src.problems)
+    return answer
+
+
+def warm(settings: Settings) -> float:
+    """Open (building it if needed) the retrieval index and compile the log scanner, so the
+    first question after a start does not pay for it. Returns the seconds it took."""
+    import time
+
+    t0 = time.monotonic()
+    from bot.logs.analyze import analyzer_for
+    from bot.service import bundled_cards
+
+    cards = list(bundled_cards())
+    analyzer_for(cards)
+    if question_aware(settings):
+        from bot.retrieval.search import get_retriever
+
+        get_retriever(settings, cards, progress=False).search("NCCL watchdog timeout", 1)
+    return time.monotonic() - t0

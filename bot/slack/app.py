@@ -1,4 +1,5 @@
-"""`create_app(settings, client=None)`: the bolt App wired to the troubleshooting service."""
+"""`create_app(settings, client=None)`: the bolt App wired to the troubleshooting service;
+`shutdown(app)` stops its listener threads (queued work is dropped, running work finishes)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from slack_sdk import WebClient
 
 from bot.config import Settings
 from bot.errors import ConfigError
-from bot.slack.answering import make_answerer, question_aware
+from bot.slack.answering import AnalysisCache, make_analyzer, make_answerer, question_aware
 from bot.slack.authz import OncallAuthz
 from bot.slack.deps import Deps
 from bot.slack.listeners import register
@@ -52,13 +53,20 @@ def create_app(settings: Settings, client: WebClient | None = None, *, http: boo
     return app
 
 
+def shutdown(app: App, wait: bool = True) -> None:
+    """Stop the listener pool: queued listeners are cancelled, running ones finish first
+    (`wait`), so nothing keeps working after the app is gone."""
+    app.listener_runner.listener_executor.shutdown(wait=wait, cancel_futures=True)
+
+
 def build_deps(settings: Settings, client: WebClient) -> Deps:
     return Deps(
         settings=settings,
         store=Store(settings.state_db),
         authz=OncallAuthz(client, settings.oncall_usergroup, settings.oncall_users),
-        limits=Limits(),
+        limits=Limits.from_settings(settings),
         answer=make_answerer(settings),
+        analyses=AnalysisCache(make_analyzer(settings)),
         run_node=make_runner(settings),
         files_dir=settings.data_dir / "slack-files",
         bot_token=client.token or "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -15,31 +15,45 @@ class OncallAuthz:
     """Membership of NCCLBOT_ONCALL_USERGROUP (usergroups.users.list) or NCCLBOT_ONCALL_USERS."""
 
     def __init__(self, client: Any, usergroup: str | None, users: Iterable[str] = (),
-                 ttl_s: float = 300.0) -> None:
+                 ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.usergroup = usergroup
         self.users = {u.strip() for u in users if u.strip()}
         self.ttl_s = ttl_s
+        self._clock = clock
         self._members: set[str] = set()
-        self._fetched = 0.0
+        self._fetched: float | None = None
         self._lock = threading.Lock()
 
+    def _fresh(self) -> bool:
+        return self._fetched is not None and self._clock() - self._fetched < self.ttl_s
+
     def group_members(self) -> set[str]:
+        """The on-call group's members, from the cache while it is fresh (`ttl_s`)."""
         if not self.usergroup:
             return set()
         with self._lock:
-            if time.monotonic() - self._fetched < self.ttl_s and self._fetched:
+            if self._fresh():
                 return self._members
             try:
                 resp = self.client.usergroups_users_list(usergroup=self.usergroup)
                 self._members = set(resp.get("users") or [])
-                self._fetched = time.monotonic()
+                self._fetched = self._clock()
             except Exception as exc:  # noqa: BLE001 - fail closed, keep the last known list
                 log.warning("usergroups.users.list failed: %s", exc)
             return self._members
 
     def allowed(self, user: str) -> bool:
         return user in self.users or user in self.group_members()
+
+    def allowed_now(self, user: str) -> bool | None:
+        """Like `allowed`, without calling Slack: None when only a lookup could tell."""
+        if user in self.users:
+            return True
+        if not self.usergroup:
+            return False
+        with self._lock:
+            return (user in self._members) if self._fresh() else None
 
     def who(self) -> str:
         """Who may run probes, in Slack mrkdwn."""

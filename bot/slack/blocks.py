@@ -44,15 +44,19 @@ def langs(lang: str) -> tuple[str, ...]:
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> tuple[str, bool]:
-    """Cut text to `limit` characters on a line boundary where possible."""
+    """Cut text to `limit` characters on a line boundary where possible, keeping code
+    fences balanced: a cut inside a ``` block closes it before the ellipsis."""
     if len(text) <= limit:
         return text, False
-    cut = text[: limit - 2]
+    tail, fence = "\n…", "\n```"
+    cut = text[: limit - len(tail) - len(fence)]
     if "\n" in cut[limit // 2:]:
         cut = cut[: cut.rindex("\n")]
+    if text[len(cut):].startswith("`"):
+        cut = cut.rstrip("`")  # never split a fence: ``|` would read as an opening ``
     if cut.count("```") % 2:
-        cut += "\n```"
-    return cut[: limit - 2] + "\n…", True
+        cut += fence
+    return cut + tail, True
 
 
 def section(text: str) -> tuple[dict[str, Any], bool]:
@@ -141,47 +145,85 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> d
     return b
 
 
-def answer_buttons(answer: dict[str, Any], answer_id: str) -> dict[str, Any]:
+def probe_targets(answer: dict[str, Any], limit: int = 4) -> list[tuple[str, str, str]]:
+    """(tool, node, preset) for the probe buttons: the agent's suggestions first, then the
+    hosts the analysis names (quick preset), without repeats."""
+    out: list[tuple[str, str, str]] = []
+    for s in answer.get("suggested_probes") or []:
+        if s.get("node") and s.get("status", "proposed") == "proposed":
+            out.append(("probe", str(s["node"]), str(s.get("preset") or "quick")))
     probes = answer.get("probes") or []
     tool = "probe" if "probe" in probes or not probes else probes[0]
-    elements = [
-        button(f"Run {tool} on {node}", f"{ACTION_PROBE}:{i}",
-               json.dumps({"node": node, "tool": tool, "preset": "quick", "a": answer_id}),
-               "primary" if i == 0 else None)
-        for i, node in enumerate(nodes_named(answer))
-    ]
-    if len(answer.get("diagnosis", {}).get("root_causes") or []) > 1:
+    out += [(tool, node, "quick") for node in nodes_named(answer)]
+    return list(dict.fromkeys(out))[:limit]
+
+
+def answer_buttons(answer: dict[str, Any], answer_id: str, more_causes: bool = False
+                   ) -> dict[str, Any]:
+    """Probe buttons (on-call only, checked on click), other causes, feedback."""
+    elements = []
+    for i, (tool, node, preset) in enumerate(probe_targets(answer)):
+        label = f"Run {tool} on {node}" if preset == "quick" else f"Run {tool} {preset} on {node}"
+        elements.append(button(label, f"{ACTION_PROBE}:{i}",
+                               json.dumps({"node": node, "tool": tool, "preset": preset,
+                                           "a": answer_id}),
+                               "primary" if i == 0 else None))
+    if more_causes or len(answer.get("diagnosis", {}).get("root_causes") or []) > 1:
         elements.append(button("Other possible causes", ACTION_OTHER, answer_id))
     elements.append(button("👍 Helpful", ACTION_UP, answer_id))
     elements.append(button("👎 Not helpful", ACTION_DOWN, answer_id))
     return {"type": "actions", "block_id": f"ncclbot_actions:{answer_id}", "elements": elements}
 
 
+def suggested_text(answer: dict[str, Any]) -> str:
+    rows = [f"• `probe {esc(str(s.get('preset') or 'quick'))}` on `{esc(str(s['node']))}`"
+            + (f": {esc(str(s['reason']))}" if s.get("reason") else "")
+            for s in answer.get("suggested_probes") or []
+            if s.get("node") and s.get("status", "proposed") == "proposed"]
+    return "*Suggested diagnostics* (on-call can run them below)\n" + "\n".join(rows) \
+        if rows else ""
+
+
 def render_answer(answer: dict[str, Any], lang: str = "both", answer_id: str = "",
-                  notes: list[str] | tuple[str, ...] = ()) -> Rendered:
-    """The threaded answer: verdict, causes with evidence, suspects, remediation, sources."""
+                  notes: list[str] | tuple[str, ...] = (), more_causes: bool = False
+                  ) -> Rendered:
+    """The threaded answer: verdict, the LLM's explanation (when there is one), causes with
+    evidence, suspects, remediation, suggested probes, sources. `more_causes`: the thread
+    has earlier candidates, so "Other possible causes" is offered even for one cause."""
     diag = answer.get("diagnosis", {})
     texts: list[str] = [f"*{esc(answer.get('summary') or answer.get('verdict', ''))}*"]
-    if answer.get("text"):
-        texts.append(esc(str(answer["text"])))
+    for key in ("explanation", "text"):
+        if str(answer.get(key) or "").strip():
+            texts.append(esc(str(answer[key]).strip()))
     for n, rc in enumerate((diag.get("root_causes") or [])[:1], 1):
         texts.append(cause_text(rc, n, lang))
     if sus := suspects_text(answer):
         texts.append(sus)
     texts += steps_text("remediation", answer.get("remediation"), lang)
     texts += steps_text("next", answer.get("next_steps"), lang)
+    if sug := suggested_text(answer):
+        texts.append(sug)
     if cit := citations_text(answer, lang):
         texts.append(cit)
-    return assemble(texts, answer_buttons(answer, answer_id) if answer_id else None,
+    return assemble(texts, answer_buttons(answer, answer_id, more_causes) if answer_id else None,
                     list(notes) + list(answer.get("notes") or []),
                     text=str(answer.get("summary") or "ncclbot answer"))
 
 
-def render_other_causes(answer: dict[str, Any], lang: str = "both") -> Rendered:
+def render_other_causes(answer: dict[str, Any], lang: str = "both",
+                        earlier: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()
+                        ) -> Rendered:
+    """The answer's other root causes, then candidates earlier answers in the thread had."""
     causes = answer.get("diagnosis", {}).get("root_causes") or []
     texts = ["*Other possible causes*"] + [cause_text(rc, n, lang) + _rc_steps(rc, lang)
                                            for n, rc in enumerate(causes[1:], 2)]
-    if len(causes) < 2:
+    shown = {(rc.get("category"), rc.get("card")) for rc in causes}
+    rows = [f"• {esc(_pick(c.get('title'), lang) or str(c.get('category')))}  ·  "
+            f"`{c.get('category')}`  ·  confidence {float(c.get('confidence') or 0):.0%}"
+            for c in earlier if (c.get("category"), c.get("card")) not in shown]
+    if rows:
+        texts.append("*Also considered earlier in this thread*\n" + "\n".join(rows[:10]))
+    if len(causes) < 2 and not rows:
         texts.append("No other candidate matched the evidence.")
     return assemble(texts, None, [], text="Other possible causes")
 
@@ -246,7 +288,7 @@ in the thread and remember the thread's logs for follow-up questions.
 • `/nccl ask QUESTION` ask without a log
 • `/nccl probe NODE [quick|full|gloo]` run a bounded NCCL bandwidth probe on NODE (on-call only)
 • `/nccl topo NODE` · `/nccl env NODE` · `/nccl xid NODE` node diagnostics (on-call only)
-• `/nccl lang en|zh|both [channel]` answer language for you (or this channel)
+• `/nccl lang en|zh|both|auto [channel]` answer language for you (or this channel)
 • `/nccl help` this text"""
 
 

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from bot.slack import blocks
+from bot.slack.answering import Analysis, Request
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.files import Download, Rejected, download, human, precheck
 from bot.slack.lang import choose
@@ -58,7 +59,8 @@ class Conversation:
         d = self.deps
         question = clean_text(event.get("text", ""))
         files = event.get("files") or []
-        lang = choose(*d.lang_prefs(user, channel), question)
+        ctx = d.store.context(channel, thread_ts)
+        lang = choose(*d.lang_prefs(user, channel), question or " ".join(ctx.questions[-1:]))
         status = StatusMessage(client, channel, thread_ts,
                                f"reading {len(files)} log(s)…" if files else "thinking…")
         try:
@@ -72,26 +74,43 @@ class Conversation:
             answer_id = None if (new or d.question_aware) else d.store.answer_for_logs(
                 channel, thread_ts, key)
             if answer_id is None:
-                total = sum(r.size for r in refs)
-                status.update(f"analyzing {len(refs)} log(s), {human(total)}…" if refs
-                              else "looking for an answer…", force=True)
-                answer = d.answer(question, [r.path for r in refs], f"{channel}:{thread_ts}")
+                # New logs without a word: they answer the thread's last question.
+                asked = question or (ctx.questions[-1] if new and ctx.questions else "")
+                answer = self._answer(asked, refs, key, status, f"{channel}:{thread_ts}")
                 answer_id = d.store.save_answer(channel, thread_ts, answer, key)
             else:
                 answer = d.store.answer(answer_id) or {}
                 notes.append("Same logs as before in this thread; showing the answer again.")
             if new:
                 notes.append("Accepted: " + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
-            rendered = blocks.render_answer(answer, lang, answer_id, notes)
+            notes += earlier_notes(ctx, answer)
+            rendered = blocks.render_answer(answer, lang, answer_id, notes,
+                                            more_causes=bool(others(ctx.candidates, answer)))
             status.finish(rendered)
             if rendered.truncated:
                 self.attach_report(client, status.channel, thread_ts, answer)
-            self._remember(channel, thread_ts, question, answer_id, answer)
+            self._remember(channel, thread_ts, question, answer_id, answer, key if refs else None)
         except Exception:
             log.exception("answering failed")
             status.finish(blocks.message(
                 ":warning: Something went wrong while answering; the error is in the bot's log. "
                 "Try again, or run `ncclbot analyze` on the log."))
+
+    def _answer(self, question: str, refs: list[LogRef], key: str, status: StatusMessage,
+                thread_id: str) -> dict[str, Any]:
+        """The answer to `question` over the thread's logs, analyzed once per set of logs."""
+        d = self.deps
+        paths = [r.path for r in refs]
+
+        def analysis() -> Analysis | None:
+            return d.analyses.analysis(key, paths) if refs else None
+
+        if refs and d.analyses.get(key) is None:
+            status.update(f"analyzing {len(refs)} log(s), {human(sum(r.size for r in refs))}…",
+                          force=True)
+        else:
+            status.update("looking for an answer…", force=True)
+        return d.answer(Request(question, paths, thread_id, analysis))
 
     def _nothing_new(self, status: StatusMessage, dups: list[LogRef],
                      rejected: list[Rejected], notes: list[str]) -> None:
@@ -141,11 +160,11 @@ class Conversation:
             if isinstance(got, Rejected):
                 rejected.append(got)
                 continue
-            ref = LogRef(got.sha256, got.name, str(got.path), got.size)
+            ref = LogRef(got.fingerprint or got.sha256, got.name, str(got.path), got.size)
             if d.store.add_log(channel, thread_ts, ref):
                 new.append(got)
             else:
-                dups.append(d.store.seen_log(channel, thread_ts, got.sha256) or ref)
+                dups.append(d.store.seen_log(channel, thread_ts, ref.sha256) or ref)
         return new, dups, rejected
 
     def attach_report(self, client: Any, channel: str, thread_ts: str,
@@ -158,11 +177,46 @@ class Conversation:
             log.warning("could not attach the full report: %s", exc)
 
     def _remember(self, channel: str, thread_ts: str, question: str, answer_id: str,
-                  answer: dict[str, Any]) -> None:
+                  answer: dict[str, Any], analysis_key: str | None) -> None:
         ctx: ThreadContext = self.deps.store.context(channel, thread_ts)
         ctx.last_answer_id = answer_id
-        ctx.candidates = [{k: rc.get(k) for k in ("category", "card", "confidence")}
-                          for rc in answer.get("diagnosis", {}).get("root_causes") or []]
+        ctx.candidates = merge_candidates(ctx.candidates, answer)
+        ctx.analysis_key = analysis_key
         if question:
             ctx.questions = [*ctx.questions, question][-10:]
         self.deps.store.save_context(channel, thread_ts, ctx)
+
+
+def _causes(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    return answer.get("diagnosis", {}).get("root_causes") or []
+
+
+def merge_candidates(old: list[dict[str, Any]], answer: dict[str, Any], keep: int = 10
+                     ) -> list[dict[str, Any]]:
+    """Every root cause proposed in the thread so far, best confidence each, best first."""
+    best = {(c.get("category"), c.get("card")): c for c in old}
+    for rc in _causes(answer):
+        c = {k: rc.get(k) for k in ("category", "card", "confidence", "title")}
+        k = (c["category"], c["card"])
+        if k not in best or float(c["confidence"] or 0) > float(best[k].get("confidence") or 0):
+            best[k] = c
+    return sorted(best.values(), key=lambda c: -float(c.get("confidence") or 0))[:keep]
+
+
+def others(candidates: list[dict[str, Any]], answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The thread's earlier candidates that this answer does not list."""
+    shown = {(rc.get("category"), rc.get("card")) for rc in _causes(answer)}
+    return [c for c in candidates if (c.get("category"), c.get("card")) not in shown]
+
+
+def earlier_notes(ctx: ThreadContext, answer: dict[str, Any]) -> list[str]:
+    """A follow-up whose leading cause differs from the thread's best so far says so."""
+    if not ctx.candidates or not ctx.last_answer_id:
+        return []
+    top, causes = ctx.candidates[0], _causes(answer)
+    if causes and (causes[0].get("category"), causes[0].get("card")) == (
+            top.get("category"), top.get("card")):
+        return []
+    return [f"Earlier in this thread the leading candidate was {top.get('category')} "
+            f"({float(top.get('confidence') or 0):.0%}, card {top.get('card')}); "
+            "see Other possible causes."]

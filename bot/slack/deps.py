@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
-from bot.slack.answering import Answerer
+from bot.slack.answering import AnalysisCache, Answerer
 from bot.slack.authz import OncallAuthz
 from bot.slack.nodes import NodeRunner
 from bot.slack.ratelimit import Limits
@@ -21,6 +21,7 @@ class Deps:
     authz: OncallAuthz
     limits: Limits
     answer: Answerer
+    analyses: AnalysisCache
     run_node: NodeRunner
     files_dir: Path
     bot_token: str

@@ -20,15 +20,23 @@ class Diagnostics:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
 
+    def refusal(self, node: str, tool: str) -> str:
+        """What a person who may not run diagnostics is told."""
+        return (f":no_entry: Only {self.deps.authz.who()} may run diagnostics on nodes. Ask one "
+                f"of them, or attach the output of `ncclbot node {tool}` run on `{node}`.")
+
     def run(self, client: Any, user: str, channel: str, thread_ts: str | None, node: str,
-            tool: str, preset: str | None = None, respond: Any = None) -> str:
-        """Returns the outcome written to the audit trail."""
+            tool: str, preset: str | None = None, respond: Any = None,
+            told_refused: bool = False) -> str:
+        """Returns the outcome written to the audit trail. `told_refused`: the person was
+        already refused (in the slash command's acknowledgement); audit it, say nothing."""
         d = self.deps
         preset = (preset or "quick") if tool == "probe" else None
 
         def refuse(outcome: str, text: str) -> str:
             d.store.audit(user, channel, node, tool, preset, outcome, text)
-            ephemeral(client, channel, user, text, respond, thread_ts)
+            if not (told_refused and outcome == "refused"):
+                ephemeral(client, channel, user, text, respond, thread_ts)
             return outcome
 
         try:
@@ -37,9 +45,7 @@ class Diagnostics:
         except NcclbotError as exc:
             return refuse("invalid", f":x: {exc.message} {exc.hint or ''}".strip())
         if not d.authz.allowed(user):
-            return refuse("refused", f":no_entry: Only {d.authz.who()} may run diagnostics on "
-                          "nodes. Ask one of them, or attach the output of `ncclbot node "
-                          f"{tool}` run on `{node}`.")
+            return refuse("refused", self.refusal(node, tool))
         if reason := d.limits.probe(user, node):
             return refuse("rate_limited", f":hourglass: Not now: {reason}.")
         if not d.limits.claim_node(node):

@@ -8,6 +8,8 @@ import re
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +23,74 @@ CHUNK = 1 << 20
 
 @dataclass
 class Download:
-    """A downloaded log (path is content-addressed: <dir>/<sha256>)."""
+    """A downloaded log. The path is addressed by the file's bytes (<dir>/<sha256>/<name>);
+    `fingerprint` is of its content (see `Fingerprint`), what duplicates are found by."""
 
     name: str
     path: Path
     sha256: str
     size: int
+    fingerprint: str = ""
+
+
+class Fingerprint:
+    """The content of a log, whatever its packaging: the bytes of a plain file, the
+    decompressed bytes of a .gz (so a log and its .gz match; gzip headers carry a
+    timestamp, so compressing the same log twice gives other bytes), and for a .zip the
+    CRC-32 and size of every member, from its central directory (names left out). Fed
+    chunk by chunk while downloading."""
+
+    #: Stop hashing the decompressed stream past this many bytes per compressed byte (a
+    #: gzip bomb); the raw bytes then stand for the content.
+    MAX_RATIO = 200
+
+    def __init__(self) -> None:
+        self.raw = hashlib.sha256()
+        self._plain = hashlib.sha256()
+        self._gz: Any = None
+        self._gz_ok = True
+        self._zip = False
+        self._raw_n = self._out_n = 0
+
+    def update(self, chunk: bytes) -> None:
+        if self._raw_n == 0:
+            self._zip = chunk.startswith(b"PK\x03\x04")
+            if chunk.startswith(b"\x1f\x8b"):
+                self._gz = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.raw.update(chunk)
+        self._raw_n += len(chunk)
+        if self._gz is not None and self._gz_ok:
+            self._gunzip(chunk)
+
+    def _gunzip(self, data: bytes) -> None:
+        try:
+            while data and self._gz_ok:
+                out = self._gz.decompress(data, CHUNK)
+                self._out_n += len(out)
+                self._plain.update(out)
+                if self._out_n > self.MAX_RATIO * max(self._raw_n, CHUNK):
+                    self._gz_ok = False
+                if self._gz.eof:  # the next gzip member, if any
+                    data = self._gz.unused_data
+                    self._gz = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                else:
+                    data = self._gz.unconsumed_tail
+        except zlib.error:
+            self._gz_ok = False
+
+    def content(self, path: Path) -> str:
+        """The content fingerprint, once every chunk is in (`path`: the file on disk)."""
+        if self._gz is not None and self._gz_ok:
+            return self._plain.hexdigest()  # same as the plain log's
+        if not self._zip:
+            return self.raw.hexdigest()
+        try:
+            with zipfile.ZipFile(path) as archive:
+                members = sorted((i.CRC, i.file_size) for i in archive.infolist()
+                                 if not i.is_dir())
+            return "zip:" + hashlib.sha256(repr(members).encode()).hexdigest()
+        except (zipfile.BadZipFile, OSError):
+            return self.raw.hexdigest()
 
 
 @dataclass
@@ -71,7 +135,7 @@ def download(url: str, token: str, name: str, dest_dir: Path, max_bytes: int,
     """Stream one private file to disk with the bot token; reject binary or oversized files."""
     dest_dir.mkdir(parents=True, exist_ok=True)
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    digest = hashlib.sha256()
+    digest = Fingerprint()
     size = 0
     fd, tmp = tempfile.mkstemp(dir=dest_dir, suffix=".part")
     try:
@@ -95,12 +159,12 @@ def download(url: str, token: str, name: str, dest_dir: Path, max_bytes: int,
                     on_bytes(len(chunk))
         if size == 0:
             return Rejected(name, "is empty")
-        sha = digest.hexdigest()
+        sha = digest.raw.hexdigest()
         final = dest_dir / sha / safe_name(name)
         final.parent.mkdir(exist_ok=True)
         Path(tmp).replace(final)
         tmp = ""
-        return Download(name, final, sha, size)
+        return Download(name, final, sha, size, digest.content(final))
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         return Rejected(name, f"could not be downloaded ({exc})")
     finally:

@@ -6,6 +6,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
+from typing import Any
 
 
 class RateLimiter:
@@ -43,6 +44,15 @@ class Limits:
         self.probes_per_node = RateLimiter(*probes_per_node)
         self._busy: set[str] = set()
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Limits:
+        """NCCLBOT_SLACK_ASKS_PER_USER, _PROBES_PER_USER, _PROBES_PER_NODE per
+        NCCLBOT_SLACK_RATE_WINDOW_S seconds."""
+        window = float(settings.slack_rate_window_s)
+        return cls(asks_per_user=(settings.slack_asks_per_user, window),
+                   probes_per_user=(settings.slack_probes_per_user, window),
+                   probes_per_node=(settings.slack_probes_per_node, window))
 
     def probe(self, user: str, node: str) -> str | None:
         """Check both probe limits; None when allowed, else the refusal reason."""

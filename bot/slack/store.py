@@ -1,4 +1,5 @@
-"""SQLite state: thread context, stored answers, dedup fingerprints, feedback, audit, prefs."""
+"""SQLite state: thread context, stored answers, dedup fingerprints, feedback, audit, prefs,
+and the ids of the Slack events already received (so Slack's retries are not answered twice)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, user TEXT, channel TEXT, node TEXT,
     tool TEXT, preset TEXT, outcome TEXT, detail TEXT);
 CREATE TABLE IF NOT EXISTS prefs (scope TEXT PRIMARY KEY, lang TEXT);
+CREATE TABLE IF NOT EXISTS events (event_id TEXT PRIMARY KEY, received REAL);
 """
+
+#: How long a received event id is remembered (Slack retries within minutes).
+EVENT_TTL_S = 24 * 3600.0
 
 
 @dataclass
@@ -45,11 +50,23 @@ class LogRef:
 
 @dataclass
 class ThreadContext:
-    """What a thread remembers between messages."""
+    """What a thread remembers between messages.
+
+    `analysis_key` names the set of logs (their fingerprints) whose analysis the thread's
+    answers are built on; `candidates` are every root cause proposed in the thread so far
+    (best confidence each), `questions` the people's questions, newest last.
+    """
 
     last_answer_id: str | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)
     questions: list[str] = field(default_factory=list)
+    analysis_key: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: str) -> ThreadContext:
+        """Tolerates fields written by other versions (unknown keys are dropped)."""
+        data = json.loads(raw)
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 class Store:
@@ -59,6 +76,7 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._pruned = float("-inf")
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
@@ -78,12 +96,33 @@ class Store:
         with self._lock:
             self._db.close()
 
+    def ping(self) -> bool:
+        """Whether the database answers (for the health check)."""
+        try:
+            with self._tx() as db:
+                db.execute("SELECT 1").fetchone()
+            return True
+        except sqlite3.Error:
+            return False
+
+    # Slack events already received: retries (X-Slack-Retry-Num) carry the same event_id.
+    def claim_event(self, event_id: str, now: float | None = None) -> bool:
+        """Record an event id; False when it was already received (a retry or a replay)."""
+        now = time.time() if now is None else now
+        with self._tx() as db:
+            new = db.execute("INSERT OR IGNORE INTO events VALUES (?,?)",
+                             (event_id, now)).rowcount == 1
+            if new and now - self._pruned > 3600:  # forget old ids now and then
+                self._pruned = now
+                db.execute("DELETE FROM events WHERE received < ?", (now - EVENT_TTL_S,))
+        return new
+
     # Thread context.
     def context(self, channel: str, thread_ts: str) -> ThreadContext:
         with self._tx() as db:
             row = db.execute("SELECT context FROM threads WHERE channel=? AND thread_ts=?",
                              (channel, thread_ts)).fetchone()
-        return ThreadContext(**json.loads(row[0])) if row else ThreadContext()
+        return ThreadContext.from_json(row[0]) if row else ThreadContext()
 
     def has_thread(self, channel: str, thread_ts: str) -> bool:
         with self._tx() as db:

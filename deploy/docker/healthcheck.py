@@ -1,8 +1,13 @@
 """Container health check for the bot image (standard library only).
 
+The bot reports its real state on GET /healthz: 200 once the retrieval index is open and
+the state database answers, and in Socket Mode also while the websocket to Slack is
+connected; 503 otherwise.
+
 HTTP mode (`ncclbot serve slack --http --port P`): GET http://127.0.0.1:P/healthz.
-Socket Mode (the default): the process keeps a WebSocket to Slack open, so healthy
-means PID 1 is alive and the container has at least one ESTABLISHED TCP connection.
+Socket Mode (the default): GET http://127.0.0.1:H/healthz, H from `--health-port`
+(default 3000). With `--health-port 0` (no health endpoint) healthy means the container
+has at least one ESTABLISHED TCP connection.
 Exit 0 when healthy, 1 otherwise.
 """
 
@@ -22,15 +27,20 @@ def cmdline() -> list[str]:
         return []
 
 
-def http_port(args: list[str]) -> int | None:
-    if "--http" not in args:
-        return None
+def option(args: list[str], name: str, default: int) -> int:
     for i, a in enumerate(args):
-        if a == "--port" and i + 1 < len(args):
+        if a == name and i + 1 < len(args):
             return int(args[i + 1])
-        if a.startswith("--port="):
+        if a.startswith(name + "="):
             return int(a.split("=", 1)[1])
-    return 3000
+    return default
+
+
+def http_port(args: list[str]) -> int | None:
+    """The port serving /healthz, or None when there is none."""
+    if "--http" in args:
+        return option(args, "--port", 3000)
+    return option(args, "--health-port", 3000) or None
 
 
 def has_established() -> bool:

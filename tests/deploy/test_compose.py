@@ -118,3 +118,15 @@ def test_env_example_has_only_placeholders():
             "NCCLBOT_AGENT_SECRET"} <= names
     assert not (ROOT / "deploy" / ".env").exists() or ".env" in (
         ROOT / ".dockerignore").read_text(encoding="utf-8")
+
+
+def test_trial_inventory_scheme_matches_the_agent():
+    """nodes.compose.yaml points at the `agent` service with the scheme it serves."""
+    svc = services()
+    inventory = yaml.safe_load((DEPLOY / "nodes.compose.yaml").read_text(encoding="utf-8"))
+    env = svc["agent"].get("environment") or {}
+    names = set(env) if isinstance(env, dict) else {e.split("=", 1)[0] for e in env}
+    tls = {"NCCLBOT_AGENT_TLS_CERT", "NCCLBOT_AGENT_TLS_KEY"} <= names
+    for name, node in inventory["nodes"].items():
+        assert node["url"].startswith("https://" if tls else "http://"), name
+        assert node["url"].split("://", 1)[1].startswith("agent:"), name

@@ -127,3 +127,17 @@ def test_agent_image_on_pinned_cuda_runtime_with_torch():
 def test_dockerignore_keeps_secrets_and_venv_out():
     lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
     assert {".git", ".venv", ".env"} <= set(lines)
+
+
+def test_bot_healthcheck_queries_the_bots_health_endpoint():
+    """The image's HEALTHCHECK asks the bot's /healthz (its real state) in both modes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("healthcheck", DOCKER / "healthcheck.py")
+    hc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hc)
+    assert hc.http_port(["ncclbot", "serve", "slack", "--http", "--port", "8080"]) == 8080
+    assert hc.http_port(["ncclbot", "serve", "slack", "--http"]) == 3000
+    assert hc.http_port(["ncclbot", "serve", "slack"]) == 3000  # Socket Mode's health port
+    assert hc.http_port(["ncclbot", "serve", "slack", "--health-port=9000"]) == 9000
+    assert hc.http_port(["ncclbot", "serve", "slack", "--health-port", "0"]) is None

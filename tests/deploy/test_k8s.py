@@ -213,3 +213,69 @@ def test_secrets_are_referenced_not_inlined():
             assert name.startswith("examples/"), name
             for value in (d.get("stringData") or {}).values():
                 assert "REPLACE-ME" in value, f"{name}: not a placeholder"
+
+
+TLS_ENV = ("NCCLBOT_AGENT_TLS_CERT", "NCCLBOT_AGENT_TLS_KEY")
+
+
+def env_names(container: dict[str, Any], docs: list[dict[str, Any]]) -> set[str]:
+    """Environment variables a container gets: `env` plus keys of ConfigMaps in envFrom."""
+    names = {e["name"] for e in container.get("env") or []}
+    for src in container.get("envFrom") or []:
+        ref = (src.get("configMapRef") or {}).get("name")
+        names |= {k for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == ref
+                  for k in d.get("data") or {}}
+    return names
+
+
+def agent_tls_problems(docs: list[dict[str, Any]]) -> list[str]:
+    """Where the node inventory's scheme disagrees with what the agents serve: https://
+    needs the agent's TLS cert and key (and HTTPS probes) and a CA for the bot to verify
+    them; http:// needs an agent without TLS."""
+    inventory = next(d for d in docs if d["kind"] == "ConfigMap" and "nodes.yaml" in d["data"])
+    urls = [n["url"] for n in yaml.safe_load(inventory["data"]["nodes.yaml"])["nodes"].values()]
+    schemes = {u.split("://", 1)[0] for u in urls}
+    if len(schemes) != 1:
+        return [f"inventory mixes schemes: {sorted(schemes)}"]
+    (scheme,) = schemes
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    (agent,) = pod_spec(ds)["containers"]
+    agent_env = env_names(agent, docs)
+    tls = set(TLS_ENV) <= agent_env
+    problems = []
+    if scheme == "https" and not tls:
+        problems.append("inventory uses https:// but the agent gets no TLS cert/key")
+    if scheme == "http" and agent_env & set(TLS_ENV):
+        problems.append("inventory uses http:// but the agent is given TLS settings")
+    probe_scheme = "HTTPS" if tls else "HTTP"
+    for kind in ("readinessProbe", "livenessProbe"):
+        get = (agent.get(kind) or {}).get("httpGet")
+        if get is not None and get.get("scheme", "HTTP") != probe_scheme:
+            problems.append(f"agent {kind} uses {get.get('scheme', 'HTTP')}, not {probe_scheme}")
+    bot = next(d for d in docs if d["kind"] == "Deployment")
+    bot_env = env_names(pod_spec(bot)["containers"][0], docs)
+    if scheme == "https" and "NCCLBOT_AGENT_CA_FILE" not in bot_env:
+        problems.append("inventory uses https:// but the bot has no NCCLBOT_AGENT_CA_FILE")
+    return problems
+
+
+def test_inventory_scheme_matches_agent_tls():
+    assert agent_tls_problems([d for _, d in DOCS]) == []
+
+
+def test_inventory_tls_check_catches_mismatches():
+    docs = copy.deepcopy([d for _, d in DOCS])
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and "nodes.yaml" in d["data"])
+    plain = cm["data"]["nodes.yaml"]
+    cm["data"]["nodes.yaml"] = plain.replace("http://", "https://")
+    assert any("no TLS cert/key" in p for p in agent_tls_problems(docs))
+    # TLS wired on both sides: consistent again
+    (agent,) = pod_spec(next(d for d in docs if d["kind"] == "DaemonSet"))["containers"]
+    agent["env"] += [{"name": n, "value": f"/etc/ncclbot/tls/{n}"} for n in TLS_ENV]
+    for kind in ("readinessProbe", "livenessProbe"):
+        agent[kind]["httpGet"]["scheme"] = "HTTPS"
+    bot = pod_spec(next(d for d in docs if d["kind"] == "Deployment"))["containers"][0]
+    bot["env"].append({"name": "NCCLBOT_AGENT_CA_FILE", "value": "/etc/ncclbot/ca.crt"})
+    assert agent_tls_problems(docs) == []
+    cm["data"]["nodes.yaml"] = plain
+    assert any("is given TLS settings" in p for p in agent_tls_problems(docs))

@@ -172,3 +172,38 @@ def test_bot_scopes_are_exactly_what_the_code_uses(manifest):
     extra = declared - set(required)
     assert not missing, f"scopes the code needs but the manifest lacks: {missing}"
     assert not extra, f"scopes in the manifest that no code uses: {sorted(extra)}"
+
+
+INTERACTIVE_REG = re.compile(r"\bapp\.(action|view|shortcut|options|block_action|"
+                             r"view_submission|view_closed|block_suggestion)\(")
+BLOCKS = SLACK_CODE / "blocks.py"
+
+
+def interactive_listeners() -> set[str]:
+    return {m.group(1) for _, text in sources() for m in INTERACTIVE_REG.finditer(text)}
+
+
+def test_interactivity_matches_listeners(manifest):
+    """Buttons and modals reach the app only when interactivity is on (and, over HTTP, sent
+    to the same /slack/events URL as events); the manifest enables it only if used."""
+    kinds = interactive_listeners()
+    interactivity = (manifest.get("settings") or {}).get("interactivity") or {}
+    assert bool(interactivity.get("is_enabled")) == bool(kinds), (
+        f"interactive listeners {sorted(kinds)} vs interactivity {interactivity}")
+    if kinds and not (manifest.get("settings") or {}).get("socket_mode_enabled"):
+        events_url = manifest["settings"]["event_subscriptions"]["request_url"]
+        assert interactivity.get("request_url") == events_url
+
+
+def test_every_button_and_modal_has_a_listener(manifest):
+    """Each action_id / callback_id the app renders (ACTION_* / VIEW_* in blocks.py) is
+    registered with app.action / app.view, and every registered one is rendered."""
+    consts = dict(re.findall(r"^((?:ACTION|VIEW)_\w+) = \"(\w+)\"", BLOCKS.read_text(),
+                             re.MULTILINE))
+    assert consts, "no ACTION_*/VIEW_* constants in bot/slack/blocks.py"
+    registered = {m.group(2) for _, text in sources()
+                  for m in re.finditer(r"\bapp\.(action|view)\((?:re\.compile\(f?\"\^?\{?)?"
+                                       r"blocks\.((?:ACTION|VIEW)_\w+)", text)}
+    assert registered == set(consts), (
+        f"rendered but unhandled: {set(consts) - registered}; "
+        f"handled but never rendered: {registered - set(consts)}")

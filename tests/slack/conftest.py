@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
+import os
+import signal
+import socket
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +45,42 @@ def slack() -> Iterator[FakeSlack]:
 
 @pytest.fixture(scope="session")
 def shared_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One data dir for the session, so the retrieval index is built once."""
+    """One data dir for the session (downloaded logs)."""
     return tmp_path_factory.mktemp("slack-data")
+
+
+#: How long the one-off index build may take (embedding every card on a loaded machine).
+WARM_LIMIT_S = 1800
+
+
+@contextmanager
+def own_time_limit(limit_s: float) -> Iterator[None]:
+    """pytest-timeout (signal method) times a test's fixtures with the test, so a session
+    fixture's one-off work would count against whichever test happens to run first. Give
+    that work its own limit, then hand the test back the time it had left."""
+    left = signal.getitimer(signal.ITIMER_REAL)[0] if hasattr(signal, "setitimer") else 0.0
+    if left:
+        signal.setitimer(signal.ITIMER_REAL, limit_s)
+    try:
+        yield
+    finally:
+        if left:
+            signal.setitimer(signal.ITIMER_REAL, left)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_retriever(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Open (or build) the session's retrieval index once, before any Slack test, as
+    `ncclbot serve slack` does before it takes events: listeners then never build it
+    (minutes on a loaded machine) while a test waits for an answer."""
+    from bot.slack.answering import warm
+
+    with pytest.MonkeyPatch.context() as mp, own_time_limit(WARM_LIMIT_S):
+        for name in list(os.environ):  # the environment the tests will see
+            if name.startswith(("NCCLBOT_", "SLACK_")):
+                mp.delenv(name)
+        warm(load_settings(data_dir=tmp_path_factory.mktemp("warm"),
+                           index_dir=shared_index_dir))
 
 
 @pytest.fixture
@@ -59,11 +98,18 @@ def sign(body: str, ts: int | None = None, secret: str = SECRET) -> dict[str, st
     return {"x-slack-request-timestamp": str(ts), "x-slack-signature": sig}
 
 
+_EVENT_IDS = itertools.count(1)
+
+
 class Poster:
     """Posts signed requests to the app's /slack/events over real HTTP."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, app: Any = None, settings: Settings | None = None,
+                 deps: Any = None) -> None:
         self.url = url
+        self.app = app
+        self.settings = settings
+        self.deps = deps
 
     def post(self, body: str, ctype: str, headers: dict[str, str] | None = None
              ) -> tuple[int, str]:
@@ -75,10 +121,17 @@ class Poster:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
 
-    def event(self, event: dict[str, Any], **kw: Any) -> tuple[int, str]:
+    def event(self, event: dict[str, Any], event_id: str | None = None,
+              retry: int | None = None) -> tuple[int, str]:
+        """An Events API callback; `retry` sends it as Slack's n-th retry of `event_id`."""
         body = json.dumps({"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
-                           "event_id": f"Ev{time.monotonic_ns()}", "event": event})
-        return self.post(body, "application/json", **kw)
+                           "event_id": event_id or f"Ev{next(_EVENT_IDS):08d}",
+                           "event": event})
+        headers = sign(body)
+        if retry is not None:
+            headers.update({"x-slack-retry-num": str(retry),
+                            "x-slack-retry-reason": "http_timeout"})
+        return self.post(body, "application/json", headers)
 
     def command(self, text: str, user: str = "UALICE", channel: str = "C1") -> tuple[int, str]:
         body = urllib.parse.urlencode({
@@ -91,18 +144,65 @@ class Poster:
         return self.post(body, "application/x-www-form-urlencoded")
 
 
+@contextmanager
+def serving(app: Any, settings: Settings, health: Any = None) -> Iterator[Poster]:
+    """The app behind the real HTTP server on 127.0.0.1; on exit the server stops and the
+    listener pool is shut down (running listeners finish, queued ones are dropped)."""
+    from bot.slack.app import shutdown
+    from bot.slack.serve import http_server
+
+    server = http_server(app, "127.0.0.1", 0, health=health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Poster(f"http://127.0.0.1:{server.server_address[1]}/slack/events", app,
+                     settings)
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutdown(app)
+
+
+@pytest.fixture
+def make_app(settings: Settings) -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """Build apps whose parts (deps) a test can swap; every one is shut down afterwards."""
+    from bot.slack.app import build_deps, create_app, shutdown, web_client
+
+    apps: list[Any] = []
+
+    def make(custom: Settings | None = None, http: bool = False,
+             tweak: Callable[[Any], None] | None = None) -> tuple[Any, Any]:
+        s = custom or settings
+        client = web_client(s)
+        deps = build_deps(s, client)
+        if tweak is not None:
+            tweak(deps)
+        app = create_app(s, client=client, deps=deps, http=http)
+        apps.append(app)
+        return app, deps
+
+    yield make
+    for app in apps:
+        shutdown(app)
+
+
+class CountingAnalyzer:
+    """Wraps the real analyzer and counts how often logs are analyzed."""
+
+    def __init__(self, analyze: Callable[..., Any]) -> None:
+        self.analyze, self.calls = analyze, 0
+
+    def __call__(self, paths: Any) -> Any:
+        self.calls += 1
+        return self.analyze(paths)
+
+
 @pytest.fixture
 def http_app(settings: Settings) -> Iterator[Poster]:
     from bot.slack.app import create_app
-    from bot.slack.serve import http_server
 
-    app = create_app(settings, http=True)
-    server = http_server(app, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield Poster(f"http://127.0.0.1:{server.server_address[1]}/slack/events")
-    server.shutdown()
-    server.server_close()
+    with serving(create_app(settings, http=True), settings) as poster:
+        yield poster
 
 
 def block_text(blocks: list[dict[str, Any]] | None) -> str:
@@ -118,3 +218,58 @@ def click(action_id: str, value: str, user: str, message: dict[str, Any]) -> dic
             "response_url": "http://127.0.0.1:9/none",
             "actions": [{"action_id": action_id, "value": value, "type": "button",
                          "block_id": "b", "action_ts": "1"}]}
+
+
+# -- a real node agent on loopback, and apps whose inventory points at it ----------------
+AGENT_SECRET = "s" * 40
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The real node agent (`ncclbot serve agent`'s app) under uvicorn on 127.0.0.1."""
+    import uvicorn
+
+    from tools.agent.app import create_app
+
+    audit = tmp_path / "agent-audit.jsonl"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(
+        create_app(secret=AGENT_SECRET.encode(), audit_log=audit, force_users=()),
+        host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", audit
+    server.should_exit = True
+    thread.join(5)
+
+
+@pytest.fixture
+def probe_settings(slack: FakeSlack, tmp_path: Path, agent: tuple[str, Path],
+                   shared_data: Path) -> Callable[..., Settings]:
+    """Settings for an app whose node inventory is the agent on loopback (overridable)."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(f"nodes:\n  gpu-node07: {{url: '{agent[0]}'}}\n")
+    slack.usergroups["SONCALL"] = ["UBOB"]
+
+    def make(**overrides: Any) -> Settings:
+        return load_settings(**{
+            "slack_bot_token": BOT_TOKEN, "slack_signing_secret": SECRET,
+            "slack_api_url": slack.api_url, "data_dir": shared_data,
+            "sqlite_path": tmp_path / "s.sqlite3", "oncall_usergroup": "SONCALL",
+            "nodes_file": nodes, "agent_secret": AGENT_SECRET, **overrides})
+
+    return make
+
+
+@pytest.fixture
+def probe_app(probe_settings: Callable[..., Settings], make_app: Any) -> Iterator[Poster]:
+    settings = probe_settings()
+    app, deps = make_app(settings, http=True)
+    with serving(app, settings) as poster:
+        poster.deps = deps
+        yield poster

@@ -21,6 +21,11 @@ BOT_TOKEN = "xoxb-test-token"
 BOT_USER = "UBOT"
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the listen backlog: set before bind, not after
+
+
 @dataclass
 class Call:
     method: str
@@ -43,9 +48,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self._cv = threading.Condition()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 256
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"{self.url}/api/"

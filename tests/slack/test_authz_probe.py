@@ -3,66 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import pytest
-import uvicorn
-
-from bot.config import load_settings
-from tests.slack.conftest import Poster, block_text, click
-from tests.slack.fake_slack import BOT_TOKEN, FakeSlack
-
-AGENT_SECRET = "s" * 40
-
-
-@pytest.fixture
-def agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """The real node agent (`ncclbot serve agent`'s app) under uvicorn on 127.0.0.1."""
-    from tools.agent.app import create_app
-
-    audit = tmp_path / "agent-audit.jsonl"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(
-        create_app(secret=AGENT_SECRET.encode(), audit_log=audit, force_users=()),
-        host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", audit
-    server.should_exit = True
-    thread.join(5)
-
-
-@pytest.fixture
-def probe_app(slack: FakeSlack, tmp_path: Path, agent: tuple[str, Path], shared_data: Path
-              ) -> Iterator[Poster]:
-    from bot.slack.app import create_app
-    from bot.slack.serve import http_server
-    from tests.slack.conftest import SECRET
-
-    nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(f"nodes:\n  gpu-node07: {{url: '{agent[0]}'}}\n")
-    settings = load_settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=SECRET,
-                             slack_api_url=slack.api_url, data_dir=shared_data,
-                             sqlite_path=tmp_path / "s.sqlite3",
-                             oncall_usergroup="SONCALL", nodes_file=nodes,
-                             agent_secret=AGENT_SECRET)
-    slack.usergroups["SONCALL"] = ["UBOB"]
-    server = http_server(create_app(settings, http=True), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    poster = Poster(f"http://127.0.0.1:{server.server_address[1]}/slack/events")
-    poster.settings = settings  # type: ignore[attr-defined]
-    yield poster
-    server.shutdown()
-    server.server_close()
+from tests.slack.conftest import ONCALL, Poster, block_text, click, serving
+from tests.slack.fake_slack import FakeSlack
 
 
 def test_member_probe_reaches_the_node_agent(slack: FakeSlack, probe_app: Poster,
@@ -84,23 +30,82 @@ def test_member_probe_reaches_the_node_agent(slack: FakeSlack, probe_app: Poster
 
 def test_env_command_by_member_and_unknown_node(slack: FakeSlack, probe_app: Poster) -> None:
     status, body = probe_app.command("env gpu-node07", user="UBOB")
-    assert status == 200 and "Running" in body
+    # the group's members are not known yet: the acknowledgement promises nothing
+    assert status == 200 and "Checking that you may run `env` on `gpu-node07`" in body
     slack.wait_for(lambda: next((m for m in slack.messages.values()
                                  if "*env* on" in block_text(m.get("blocks"))), None), 30)
-    probe_app.command("topo nosuchnode", user="UBOB")
+    status, body = probe_app.command("topo nosuchnode", user="UBOB")
+    assert "Starting `topo` on `nosuchnode`" in body  # membership is cached now
     slack.wait_for(lambda: next((m for m in slack.messages.values()
                                  if "nosuchnode" in block_text(m.get("blocks"))
                                  and "error" in block_text(m.get("blocks"))), None), 30)
+
+
+def test_xid_command_by_member(slack: FakeSlack, probe_app: Poster,
+                               agent: tuple[str, Path]) -> None:
+    from bot.slack.store import Store
+
+    assert probe_app.command("xid gpu-node07", user="UBOB")[0] == 200
+    result = slack.wait_for(lambda: next((m for m in slack.messages.values()
+                                          if "*xid* on" in block_text(m.get("blocks"))), None),
+                            30)
+    assert "gpu-node07" in block_text(result["blocks"])
+    rows = Store(probe_app.settings.state_db).audit_rows()  # type: ignore[attr-defined]
+    assert (rows[0]["tool"], rows[0]["outcome"]) == ("xid", "started")
+    assert rows[1]["tool"] == "xid" and rows[1]["outcome"] != "started"
+    assert "slack:UBOB" in agent[1].read_text()
 
 
 def test_non_member_command_is_refused(slack: FakeSlack, probe_app: Poster,
                                        agent: tuple[str, Path]) -> None:
     from bot.slack.store import Store
 
-    probe_app.command("probe gpu-node07 full", user="UEVE")
+    status, body = probe_app.command("probe gpu-node07 full", user="UEVE")
+    assert "Running" not in body and "Starting" not in body
     refusal = slack.wait_call("chat.postEphemeral", lambda p: p.get("user") == "UEVE")
     assert "subteam^SONCALL" in refusal["text"]
-    rows = Store(probe_app.settings.state_db).audit_rows()  # type: ignore[attr-defined]
-    assert rows == [{**rows[0], "user": "UEVE", "node": "gpu-node07", "tool": "probe",
-                     "preset": "full", "outcome": "refused"}]
+    # now the group is cached: the acknowledgement itself is the refusal, said once
+    status, body = probe_app.command("probe gpu-node07", user="UEVE")
+    assert status == 200 and "Only" in body and "subteam^SONCALL" in body
+    store = Store(probe_app.settings.state_db)  # type: ignore[attr-defined]
+    slack.wait_for(lambda: len(store.audit_rows()) == 2)
+    rows = store.audit_rows()
+    assert rows[0] == {**rows[0], "user": "UEVE", "node": "gpu-node07", "tool": "probe",
+                       "preset": "full", "outcome": "refused"}
+    assert rows[1] == {**rows[1], "user": "UEVE", "preset": "quick", "outcome": "refused"}
+    time.sleep(0.5)
+    assert len([c for c in slack.of("chat.postEphemeral") if c.params.get("user") == "UEVE"]) == 1
     assert not agent[1].exists() or "UEVE" not in agent[1].read_text()
+
+
+def test_rate_limited_and_busy_are_audited(slack: FakeSlack, probe_settings: Any,
+                                           make_app: Any) -> None:
+    from bot.slack.store import Store
+
+    settings = probe_settings(slack_probes_per_user=1, slack_rate_window_s=3600,
+                              oncall_users=[ONCALL])
+    app, deps = make_app(settings, http=True)
+    with serving(app, settings) as poster:
+        poster.command("topo gpu-node07", user="UBOB")
+        slack.wait_for(lambda: next((m for m in slack.messages.values()
+                                     if "*topo* on" in block_text(m.get("blocks"))), None), 30)
+        poster.command("env gpu-node07", user="UBOB")
+        limited = slack.wait_call("chat.postEphemeral", lambda p: "Not now" in p["text"])
+        assert "too many diagnostics" in limited["text"]
+        assert deps.limits.claim_node("gpu-node07")  # a diagnostic is running there
+        poster.command("xid gpu-node07", user=ONCALL)
+        busy = slack.wait_call("chat.postEphemeral", lambda p: "already running" in p["text"])
+        assert busy["user"] == ONCALL
+    rows = Store(settings.state_db).audit_rows()
+    assert [(r["user"], r["tool"], r["outcome"]) for r in rows][2:] == [
+        ("UBOB", "env", "rate_limited"), (ONCALL, "xid", "busy")]
+    assert rows[0]["outcome"] == "started"
+
+
+def test_usergroup_lookup_is_cached(slack: FakeSlack, probe_app: Poster) -> None:
+    message = {"channel": "C1", "ts": "51.1", "thread_ts": "51.1"}
+    value = json.dumps({"node": "gpu-node07", "tool": "probe", "preset": "quick"})
+    for user in ("UMALLORY", "UEVE", "UMALLORY"):
+        probe_app.action(click("ncclbot_probe:0", value, user, message))
+    slack.wait_for(lambda: len(slack.of("chat.postEphemeral")) == 3)
+    assert len(slack.of("usergroups.users.list")) == 1

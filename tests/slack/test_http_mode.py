@@ -55,8 +55,55 @@ def test_slash_help_and_ask(slack: FakeSlack, http_app: Poster) -> None:
     assert status == 200
     asked = slack.wait_call("chat.postMessage", lambda p: "asked:" in (p.get("text") or ""))
     assert "NCCL_P2P_DISABLE" in asked["text"]
-    # the answer lands in the thread under the question
-    slack.wait_for(lambda: len(slack.of("chat.update")) >= 1)
+    posted = next(m for m in slack.messages.values() if "asked:" in (m.get("text") or ""))
+    # the real answer (not the status message) lands in the thread under the question
+    answer = _answer(slack, "C1", posted["ts"])
+    text = block_text(answer["blocks"])
+    assert "p2p_pcie_topology" in text and "Sources" in text and "<https://" in text
+    assert "Attach the crash log" not in text  # a question alone is answered, not refused
+
+
+def test_retried_event_is_answered_once(slack: FakeSlack, http_app: Poster) -> None:
+    f = slack.add_file("train.log", crash_log())
+    event = {"type": "app_mention", "user": "UALICE", "channel": "C1", "ts": "8.8",
+             "text": "<@UBOT> why?", "files": [f]}
+    assert http_app.event(event, event_id="EvRETRY1")[0] == 200
+    # Slack did not see the ack in time and sends the same event again, twice
+    assert http_app.event(event, event_id="EvRETRY1", retry=1)[0] == 200
+    assert http_app.event(event, event_id="EvRETRY1", retry=2)[0] == 200
+    _answer(slack, "C1", "8.8")
+    time.sleep(1.0)
+    answers = [m for m in slack.thread("C1", "8.8")
+               if "ncclbot_feedback_up" in block_text(m.get("blocks"))]
+    assert len(answers) == 1 and len(slack.thread("C1", "8.8")) == 1
+    assert slack.downloads == 1 and len(slack.of("reactions.add")) == 1
+    # another event (another id) for the same thread is still answered
+    http_app.event({**event, "ts": "8.9", "thread_ts": "8.8", "files": [],
+                    "text": "<@UBOT> and now?"})
+    slack.wait_for(lambda: len([m for m in slack.thread("C1", "8.8") if "ncclbot_feedback_up"
+                                in block_text(m.get("blocks"))]) == 2)
+
+
+def test_lang_command_sets_user_and_channel_preferences(slack: FakeSlack, http_app: Poster
+                                                        ) -> None:
+    status, body = http_app.command("lang zh", user="UALICE")
+    assert status == 200 and "zh" in body
+    status, body = http_app.command("lang klingon", user="UALICE")
+    assert "Usage" in body
+    status, body = http_app.command("lang en channel", user="UBOB", channel="C7")
+    assert "this channel" in body
+    f = slack.add_file("train.log", crash_log())
+    http_app.event({"type": "app_mention", "user": "UALICE", "channel": "C7", "ts": "9.1",
+                    "text": "<@UBOT> why did it hang?", "files": [f]})
+    mine = block_text(_answer(slack, "C7", "9.1")["blocks"])
+    assert "修复建议" in mine and "Remediation" not in mine  # the user's zh beats the channel
+    g = slack.add_file("train.log", crash_log("gpu-node09"))
+    http_app.event({"type": "app_mention", "user": "UCAROL", "channel": "C7", "ts": "9.2",
+                    "text": "<@UBOT> 为什么卡住了？", "files": [g]})
+    theirs = block_text(_answer(slack, "C7", "9.2")["blocks"])
+    assert "Remediation" in theirs and "修复建议" not in theirs  # the channel's en
+    status, body = http_app.command("lang auto", user="UALICE")
+    assert "auto" in body
 
 
 def test_probe_button_by_non_member_is_refused_and_audited(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import itertools
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,17 +14,24 @@ from slack_bolt import App, BoltRequest
 from tests.slack.conftest import block_text, crash_log
 from tests.slack.fake_slack import FakeSlack
 
+_IDS = itertools.count(1)
+
 
 @pytest.fixture
-def app(settings) -> App:
-    from bot.slack.app import create_app
+def app(settings) -> Iterator[App]:
+    from bot.slack.app import create_app, shutdown
 
-    return create_app(settings)
+    app = create_app(settings)
+    yield app
+    shutdown(app)
 
 
-def dispatch(app: App, event: dict[str, Any]) -> int:
+def dispatch(app: App, event: dict[str, Any], event_id: str | None = None,
+             retry: int = 0) -> int:
+    """Deliver an event as the Socket Mode adapter does (`retry_attempt`: a redelivery)."""
     body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
-            "event_id": "Ev1", "event": event}
+            "event_id": event_id or f"EvS{next(_IDS):06d}", "event": event,
+            "retry_attempt": retry, "retry_reason": "timeout" if retry else ""}
     return app.dispatch(BoltRequest(body=body, mode="socket_mode")).status
 
 
@@ -83,25 +93,18 @@ def test_mention_in_thread_is_not_answered_twice(slack: FakeSlack, app: App) -> 
     final(slack, "C9", "30.1", "ncclbot_feedback_up")
     # the message event for the same mention is skipped by the message listener
     dispatch(app, {"type": "message", "channel_type": "channel", **base, "thread_ts": "30.1"})
-    import time
-
     time.sleep(1.0)
     assert slack.downloads == 1
 
 
-def test_long_answer_is_truncated_and_full_report_attached(slack: FakeSlack, settings) -> None:
-    from bot.slack.app import build_deps, create_app, web_client
-
-    client = web_client(settings)
-    deps = build_deps(settings, client)
+def test_long_answer_is_truncated_and_full_report_attached(slack: FakeSlack, make_app) -> None:
     long_answer = {"verdict": "diagnosed", "summary": "S", "probes": [],
                    "diagnosis": {"root_causes": [{"category": "rank_crashed", "card": "c",
                                                   "confidence": 0.9, "evidence": []}],
                                  "suspects": []},
                    "remediation": {"en": ["step " + "x" * 500] * 40, "zh": ["步骤"] * 3},
                    "citations": []}
-    deps.answer = lambda q, paths, tid: long_answer
-    app = create_app(settings, client=client, deps=deps)
+    app, _ = make_app(tweak=lambda deps: setattr(deps, "answer", lambda req: long_answer))
     dispatch(app, dm("40.1", "why"))
     msg = final(slack, "D1", "40.1", "full report is attached")
     assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in msg["blocks"])
@@ -109,3 +112,132 @@ def test_long_answer_is_truncated_and_full_report_attached(slack: FakeSlack, set
     done = slack.wait_call("files.completeUploadExternal")
     assert done.get("thread_ts") == "40.1"
     assert any(b"step xxx" in v for v in slack.uploads.values())
+
+
+def test_redelivered_event_is_answered_once(slack: FakeSlack, app: App) -> None:
+    f = slack.add_file("a.log", crash_log())
+    event = dm("50.1", "why?", [f])
+    assert dispatch(app, event, event_id="EvSAME") == 200
+    assert dispatch(app, event, event_id="EvSAME", retry=1) == 200
+    final(slack, "D1", "50.1", "ncclbot_feedback_up")
+    time.sleep(1.0)
+    assert len(slack.thread("D1", "50.1")) == 1 and slack.downloads == 1
+
+
+def _counting(deps: Any) -> None:
+    from tests.slack.conftest import CountingAnalyzer
+
+    deps.analyses.analyze = CountingAnalyzer(deps.analyses.analyze)
+
+
+def answers_in(slack: FakeSlack, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+    return [m for m in slack.thread(channel, thread_ts)
+            if "ncclbot_feedback_up" in block_text(m.get("blocks"))]
+
+
+def test_followup_reuses_the_thread_analysis(slack: FakeSlack, make_app) -> None:
+    app, deps = make_app(tweak=_counting)
+    f = slack.add_file("rank0.log", crash_log())
+    dispatch(app, dm("60.1", "why did it hang?", [f]))
+    final(slack, "D1", "60.1", "ncclbot_feedback_up")
+    assert deps.analyses.analyze.calls == 1
+    dispatch(app, dm("60.2", "what should I check first?", thread_ts="60.1"))
+    slack.wait_for(lambda: len(answers_in(slack, "D1", "60.1")) == 2)
+    followup = block_text(answers_in(slack, "D1", "60.1")[1]["blocks"])
+    assert "rank_crashed" in followup and "OutOfMemoryError" in followup  # the log's evidence
+    assert deps.analyses.analyze.calls == 1  # not analyzed again
+    ctx = slack.wait_for(lambda: (c := deps.store.context("D1", "60.1")).questions[1:] and c)
+    assert ctx.analysis_key and ctx.questions == ["why did it hang?",
+                                                  "what should I check first?"]
+    assert ctx.candidates[0]["category"] == "rank_crashed"
+    # a new log is a new set of logs: analyzed once more, with the first
+    g = slack.add_file("rank1.log", crash_log("gpu-node09"))
+    dispatch(app, dm("60.3", "", [g], thread_ts="60.1"))
+    slack.wait_for(lambda: len(answers_in(slack, "D1", "60.1")) == 3)
+    assert deps.analyses.analyze.calls == 2
+
+
+class Scripted:
+    """An answerer returning the next scripted answer; records every request."""
+
+    def __init__(self, *answers: dict[str, Any]) -> None:
+        self.answers, self.requests = list(answers), []
+
+    def __call__(self, req: Any) -> dict[str, Any]:
+        self.requests.append(req)
+        req.analysis()
+        return self.answers.pop(0)
+
+
+def cause(category: str, card: str, confidence: float) -> dict[str, Any]:
+    return {"category": category, "card": card, "confidence": confidence, "evidence": [],
+            "title": {"en": f"title of {card}"}}
+
+
+def scripted_answer(*causes: dict[str, Any]) -> dict[str, Any]:
+    return {"verdict": "diagnosed", "summary": f"Most likely: {causes[0]['category']}",
+            "diagnosis": {"root_causes": list(causes), "suspects": []},
+            "remediation": {}, "citations": [], "probes": []}
+
+
+def test_followups_keep_the_thread_candidates(slack: FakeSlack, make_app) -> None:
+    script = Scripted(scripted_answer(cause("rank_crashed", "cuda-oom", 0.8)),
+                      scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)),
+                      scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)))
+    app, deps = make_app(tweak=lambda d: (_counting(d), setattr(d, "answer", script)))
+    f = slack.add_file("rank0.log", crash_log())
+    dispatch(app, dm("70.1", "why did it hang?", [f]))
+    final(slack, "D1", "70.1", "ncclbot_feedback_up")
+    dispatch(app, dm("70.2", "could the timeout be too short?", thread_ts="70.1"))
+    slack.wait_for(lambda: len(answers_in(slack, "D1", "70.1")) == 2)
+    second = answers_in(slack, "D1", "70.1")[1]
+    text = block_text(second["blocks"])
+    # one cause in this answer, but the thread had another: it is offered and named
+    assert "ncclbot_other_causes" in text
+    assert "leading candidate was rank_crashed (80%" in text
+    assert deps.analyses.analyze.calls == 1
+    assert script.requests[1].paths == script.requests[0].paths  # the thread's logs
+
+    from tests.slack.conftest import click
+
+    actions = next(b for b in second["blocks"] if b["type"] == "actions")
+    other_id = next(e["value"] for e in actions["elements"]
+                    if e["action_id"] == "ncclbot_other_causes")
+    body = click("ncclbot_other_causes", other_id, "UALICE",
+                 {**second, "thread_ts": "70.1"})
+    app.dispatch(BoltRequest(body=body, mode="socket_mode"))
+    other = slack.wait_call("chat.postMessage", lambda p: p.get("text") == "Other possible "
+                            "causes")
+    assert "Also considered earlier in this thread" in block_text(other["blocks"])
+    assert "title of cuda-oom" in block_text(other["blocks"])
+
+    # a log posted without a word answers the thread's last question
+    g = slack.add_file("rank1.log", crash_log("gpu-node09"))
+    dispatch(app, dm("70.3", "", [g], thread_ts="70.1"))
+    slack.wait_for(lambda: len(script.requests) == 3)
+    assert script.requests[2].question == "could the timeout be too short?"
+    assert len(script.requests[2].paths) == 2
+
+
+def test_zip_and_several_files_at_once(slack: FakeSlack, app: App, tmp_path) -> None:
+    import zipfile
+
+    archive = tmp_path / "logs.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("node07/rank0.log", crash_log())
+        z.writestr("node07/rank1.log", b"gpu-node07: rank 1 waiting\n")
+    f = slack.add_file("logs.zip", archive.read_bytes(), mimetype="application/zip",
+                       filetype="zip")
+    dispatch(app, dm("80.1", "why?", [f]))
+    text = block_text(final(slack, "D1", "80.1", "ncclbot_feedback_up")["blocks"])
+    assert "rank_crashed" in text and "logs.zip" in text
+
+    a = slack.add_file("rank0.log", crash_log())
+    b = slack.add_file("rank1.log.gz", gzip.compress(crash_log("gpu-node09")))
+    c = slack.add_file("notes.png", b"\x89PNG", mimetype="image/png", filetype="png")
+    dispatch(app, dm("81.1", "why?", [a, b, c]))
+    text = block_text(final(slack, "D1", "81.1", "ncclbot_feedback_up")["blocks"])
+    assert "Accepted: rank0.log" in text and "rank1.log.gz" in text
+    assert "notes.png is not a log file" in text
+    assert "rank_crashed" in text
+    assert len(answers_in(slack, "D1", "81.1")) == 1  # one answer for the three files

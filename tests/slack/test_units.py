@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -56,3 +57,144 @@ def test_feedback_report_cli(tmp_path: Path, monkeypatch) -> None:
     assert out.exit_code == 0, out.output
     assert "rank_crashed" in out.output and "host-oom" in out.output
     assert "50%" in out.output and "wrong card" in out.output
+
+
+def test_clip_keeps_code_fences_balanced() -> None:
+    code = "```" + "\n".join(f"line {i:04d} " + "x" * 30 for i in range(110)) + "```"
+    assert len(code) > 4000
+    body, cut = blocks.clip("*Evidence*\n" + code)
+    assert cut and len(body) <= blocks.MAX_TEXT
+    assert body.count("```") % 2 == 0 and body.endswith("```\n…")
+    # wherever the cut falls (even inside a fence), the result stays balanced
+    for n in range(2990, 3010):
+        for text in (code[:n] + "```tail```" + "y" * 3000, "a" * n + "```" + "b" * 3000 + "```"):
+            body, _ = blocks.clip(text)
+            assert len(body) <= blocks.MAX_TEXT and body.count("```") % 2 == 0, n
+    section, _ = blocks.section(code)
+    assert section["text"]["text"].count("```") == 2
+    one_line = "```" + "y" * 4000 + "```"  # no line boundary to cut at
+    body, _ = blocks.clip(one_line)
+    assert body.startswith("```y") and body.endswith("y\n```\n…") and len(body) <= 3000
+
+
+def test_limits_come_from_settings() -> None:
+    from bot.config import load_settings
+
+    s = load_settings(slack_asks_per_user=2, slack_probes_per_user=1, slack_probes_per_node=3,
+                      slack_rate_window_s=60)
+    lim = Limits.from_settings(s)
+    assert (lim.asks_per_user.limit, lim.asks_per_user.window_s) == (2, 60)
+    assert lim.probes_per_user.limit == 1 and lim.probes_per_node.limit == 3
+    assert lim.asks_per_user.hit("u") == 0 and lim.asks_per_user.hit("u") == 0
+    assert lim.asks_per_user.hit("u") > 0
+
+
+def test_usergroup_members_are_cached_for_the_ttl() -> None:
+    from bot.slack.authz import OncallAuthz
+
+    class Client:
+        calls = 0
+
+        def usergroups_users_list(self, usergroup: str) -> dict:
+            Client.calls += 1
+            return {"users": ["UBOB"]}
+
+    now = [0.0]
+    authz = OncallAuthz(Client(), "S1", ["UALICE"], ttl_s=300, clock=lambda: now[0])
+    assert authz.allowed_now("UBOB") is None  # unknown until looked up
+    assert authz.allowed_now("UALICE") is True  # listed users need no lookup
+    assert authz.allowed("UBOB") and not authz.allowed("UEVE") and authz.allowed("UBOB")
+    assert Client.calls == 1
+    assert authz.allowed_now("UBOB") is True and authz.allowed_now("UEVE") is False
+    now[0] = 301.0
+    assert authz.allowed_now("UEVE") is None
+    assert authz.allowed("UBOB") and Client.calls == 2
+    assert OncallAuthz(Client(), None, []).allowed_now("UBOB") is False
+
+
+def test_render_agent_explanation_and_suggested_probes() -> None:
+    answer = {"summary": "S", "explanation": "Rank 2 ran out of memory <first>.",
+              "diagnosis": {"root_causes": [], "suspects": [{"host": "n1", "rank": 0}]},
+              "suggested_probes": [{"node": "n2", "preset": "gloo", "reason": "ring",
+                                    "status": "proposed"},
+                                   {"node": "n3", "preset": "quick", "status": "declined"}]}
+    r = blocks.render_answer(answer, "both", "a1")
+    assert r.blocks[1]["text"]["text"] == "Rank 2 ran out of memory &lt;first&gt;."
+    buttons = [e for e in r.blocks[-1]["elements"] if e["action_id"].startswith("ncclbot_probe")]
+    assert [b["text"]["text"] for b in buttons] == ["Run probe gloo on n2", "Run probe on n1"]
+    assert json.loads(buttons[0]["value"]) == {"node": "n2", "tool": "probe", "preset": "gloo",
+                                               "a": "a1"}
+    assert "`probe gloo` on `n2`: ring" in json.dumps(r.blocks)
+
+
+def test_candidates_are_merged_and_offered() -> None:
+    from bot.slack.conversation import earlier_notes, merge_candidates, others
+    from bot.slack.store import ThreadContext
+
+    def ans(*causes: tuple[str, str, float]) -> dict:
+        return {"diagnosis": {"root_causes": [{"category": c, "card": k, "confidence": p}
+                                              for c, k, p in causes]}}
+
+    first = merge_candidates([], ans(("a", "ka", 0.5), ("b", "kb", 0.3)))
+    both = merge_candidates(first, ans(("b", "kb", 0.7)))
+    assert [(c["category"], c["confidence"]) for c in both] == [("b", 0.7), ("a", 0.5)]
+    assert [c["category"] for c in others(both, ans(("b", "kb", 0.7)))] == ["a"]
+    ctx = ThreadContext(last_answer_id="x", candidates=first)
+    assert "leading candidate was a (50%" in earlier_notes(ctx, ans(("b", "kb", 0.7)))[0]
+    assert earlier_notes(ctx, ans(("a", "ka", 0.6))) == []
+    other = blocks.render_other_causes(ans(("b", "kb", 0.7)), "en", both)
+    assert "Also considered earlier" in json.dumps(other.blocks)
+    assert ThreadContext.from_json(json.dumps({"questions": ["q"], "future": 1})).questions == [
+        "q"]
+
+
+def test_fingerprint_is_the_content_not_the_packaging(tmp_path: Path) -> None:
+    import gzip
+    import io
+    import zipfile
+
+    from bot.slack.files import Fingerprint
+
+    def fp(data: bytes, chunk: int = 7) -> str:
+        f = Fingerprint()
+        for i in range(0, len(data), chunk):
+            f.update(data[i:i + chunk])
+        path = tmp_path / "f"
+        path.write_bytes(data)
+        return f.content(path)
+
+    log = b"rank 0: NCCL WARN timeout\n" * 500
+    assert fp(log) == fp(log, 1000)
+    one, two = gzip.compress(log, mtime=1), gzip.compress(log, mtime=2)
+    assert one != two and fp(one) == fp(two) == fp(log)
+    assert fp(gzip.compress(log[:100]) + gzip.compress(log[100:])) == fp(log)  # members
+    assert fp(gzip.compress(log + b"x")) != fp(log)
+
+    def zipped(name: str) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(name, log)
+        return buf.getvalue()
+
+    assert fp(zipped("a.log")) == fp(zipped("b/c.log")) != fp(log)
+    assert fp(b"\x1f\x8bnot really gzip" * 10) == fp(b"\x1f\x8bnot really gzip" * 10)
+
+
+def test_answerer_turns_any_failure_into_an_answer() -> None:
+    from bot.config import load_settings
+    from bot.errors import InputError
+    from bot.slack.answering import Request, make_answerer
+
+    s = load_settings(llm_provider="openai")
+
+    def broken(question: str, **kw: object) -> dict:
+        raise ImportError("No module named 'langchain'")
+
+    out = make_answerer(s, respond=broken)(Request("why?"))
+    assert out["verdict"] == "error" and "ImportError" in out["text"]
+
+    def bad_log() -> None:
+        raise InputError("rank0.zip: not a readable zip archive", hint="Attach it again.")
+
+    out = make_answerer(load_settings())(Request("", ["rank0.zip"], None, bad_log))
+    assert out["verdict"] == "error" and "not a readable zip" in out["text"]

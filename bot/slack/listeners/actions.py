@@ -40,7 +40,8 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
             ephemeral(client, channel, user, "I no longer have that answer; ask again.")
             return
         lang = choose(*deps.lang_prefs(user, channel), "")
-        r = blocks.render_other_causes(answer, lang)
+        earlier = deps.store.context(channel, thread_ts).candidates if thread_ts else []
+        r = blocks.render_other_causes(answer, lang, earlier)
         client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
                                 blocks=r.blocks)
 

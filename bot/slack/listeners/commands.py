@@ -26,7 +26,8 @@ def register(app: Any, deps: Deps, conv: Conversation, diag: Diagnostics) -> Non
         if sub == "ask" and rest:
             ack()
         elif sub in NODE_TOOLS and words:
-            ack(text=f"Running `{sub}` on `{words[0]}`…", response_type="ephemeral")
+            ack(text=node_ack(deps, diag, command["user_id"], sub, words[0]),
+                response_type="ephemeral")
         elif sub == "lang":
             ack(text=set_lang(deps, command, words), response_type="ephemeral")
         else:
@@ -42,9 +43,22 @@ def register(app: Any, deps: Deps, conv: Conversation, diag: Diagnostics) -> Non
                          "ts": posted["ts"], "text": rest}, client)
         elif sub in NODE_TOOLS and words:
             preset = words[1] if sub == "probe" and len(words) > 1 else None
-            diag.run(client, user, channel, None, words[0], sub, preset, respond)
+            diag.run(client, user, channel, None, words[0], sub, preset, respond,
+                     told_refused=deps.authz.allowed_now(user) is False)
 
     app.command("/nccl")(ack=ack_command, lazy=[work])
+
+
+def node_ack(deps: Deps, diag: Diagnostics, user: str, tool: str, node: str) -> str:
+    """The slash command's immediate reply: a refusal for people who may not run
+    diagnostics (known without calling Slack: the group's members are cached), else a
+    neutral note (rate limits and a busy node are checked when it starts)."""
+    allowed = deps.authz.allowed_now(user)
+    if allowed is False:
+        return diag.refusal(node, tool)
+    if allowed is None:
+        return f"Checking that you may run `{tool}` on `{node}`…"
+    return f"Starting `{tool}` on `{node}`; the result comes in this channel."
 
 
 def set_lang(deps: Deps, command: dict[str, Any], words: list[str]) -> str:
