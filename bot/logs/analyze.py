@@ -39,6 +39,7 @@ COMM_EXCEPTIONS = frozenset(
     }
 )
 CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
+COUNT_ONLY = frozenset({"transport"})
 
 
 @dataclass
@@ -66,6 +67,9 @@ class Analyzer:
         for i, ex in enumerate(EXTRACTORS):
             triggers.append(Trigger(i, ex.trigger or ex.pattern, ex.ignore_case, ex.after))
             self._extractor_of[i] = ex.kind
+        #: Lines that only feed counters (NCCL's channel lines: tens of thousands per job)
+        #: are counted from their text without parsing prefixes or keeping facts.
+        self._count_only = frozenset(i for i, k in self._extractor_of.items() if k in COUNT_ONLY)
         next_id = len(EXTRACTORS)
         for card in self.cards:
             for j, sig in enumerate(card.signatures):
@@ -94,6 +98,11 @@ class Analyzer:
         return report
 
     def _on_hit(self, report: LogReport, st: _SourceState, name: str, hit: Hit) -> None:
+        if not hit.context and hit.triggers <= self._count_only:
+            m = BY_KIND["transport"].regex.search(hit.text)
+            if m is not None:
+                _count_transport(report, m.group(1))
+                return
         raw = clean(hit.text)
         info = parse_line(raw)
         text = raw if len(raw) <= MAX_TEXT else raw[:MAX_TEXT] + " [...]"
@@ -254,12 +263,15 @@ def _h_env(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) ->
         report.env.setdefault(name, value.rstrip(".,;"))
 
 
-def _h_transport(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
-    transport = fact.fields["transport"]
+def _count_transport(report: LogReport, transport: str) -> None:
     report.transports[transport.split("/")[0]] += 1
     if transport.startswith("NET/IB"):
         # NCCL appends /GDRDMA to a network channel that uses GPUDirect RDMA.
         report.transports["NET/IB+GDRDMA" if "GDRDMA" in transport else "NET/IB-noGDR"] += 1
+
+
+def _h_transport(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    _count_transport(report, fact.fields["transport"])
     return False
 
 
