@@ -204,9 +204,11 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
 
 
 def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "both",
-                    settings: Settings | None = None) -> dict[str, Any]:
-    """Answer a question, with optional log files: the JSON contract of `analyze` plus
-    `question`, `lang`, `specific` and `retrieval` ([{card, category, score, why, channels}])."""
+                    settings: Settings | None = None,
+                    analysis: tuple[LogReport, Diagnosis] | None = None) -> dict[str, Any]:
+    """Answer a question, with optional log files (or their `analysis`, already made): the
+    JSON contract of `analyze` plus `question`, `lang`, `specific` and `retrieval`
+    ([{card, category, score, why, channels}])."""
     from bot.config import load_settings
     from bot.logs.sources import expand_inputs
     from bot.retrieval.search import get_retriever
@@ -215,8 +217,12 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
     settings = settings or load_settings()
     out_lang = resolve_lang(question, lang)
     cards = list(bundled_cards())
-    report, base = (analyze_sources(expand_inputs(log_paths), settings, cards) if log_paths
-                    else (None, None))
+    if analysis is not None:
+        report, base = analysis
+    elif log_paths:
+        report, base = analyze_sources(expand_inputs(log_paths), settings, cards)
+    else:
+        report, base = None, None
     retriever = get_retriever(settings, cards)
     hits = retriever.search(question, 8, base)
     answer = compose(question, cards, hits, out_lang, report, base,

@@ -186,17 +186,9 @@ def _answer(settings: Settings, req: Request, respond: Callable[..., dict[str, A
 
 def ask_with(question: str, analysis: Analysis | None, settings: Settings) -> dict[str, Any]:
     """`bot.ask.answer_question` over an analysis already made (not re-reading the logs)."""
-    from bot.ask import DISTINCTIVE_DF, compose
-    from bot.retrieval.search import get_retriever
-    from bot.service import bundled_cards
+    from bot.ask import answer_question
 
-    cards = list(bundled_cards())
-    report, base = analysis if analysis is not None else (None, None)
-    retriever = get_retriever(settings, cards)
-    hits = retriever.search(question, 8, base)
-    answer = compose(question, cards, hits, "both", report, base,
-                     retriever.sparse.distinctive(DISTINCTIVE_DF))
-    return _with_problems(answer, report)
+    return answer_question(question, lang="both", settings=settings, analysis=analysis)
 
 
 def analysis_answer(analysis: Analysis) -> dict[str, Any]:
