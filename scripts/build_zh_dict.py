@@ -27,7 +27,7 @@ OUT = ROOT / "bot" / "retrieval" / "data" / "zh_words.txt"
 CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 DOMAIN = """显存 显卡 多卡 单卡 多机 单机 卡住 卡死 死锁 挂起 超时 报错 崩溃 节点 网卡 网口 带宽
 延迟 拓扑 驱动 内核 容器 镜像 共享内存 内存 进程 线程 端口 防火墙 集群 训练 推理 微调 分布式
-通信 集合通信 梯度 权重 同步 断点 检查点 保存 加载 评估 验证 数据集 日志 环境变量""".split()
+通信 集合通信 梯度 权重 同步 断点 检查点 保存 加载 评估 验证 数据集 日志 环境变量""".split()  # noqa: SIM905
 
 
 def card_words(tokenizer: jieba.Tokenizer) -> set[str]:

@@ -133,6 +133,9 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 _ev(segv),
             )
         )
+    if report.has("peer_died"):
+        out.append(Signal("rank_crashed", 0.55, "the launcher or Horovod reports that another "
+                          "rank failed first", _ev(report.facts["peer_died"])))
     bus = [f for f in sig if f.fields.get("signal") in ("SIGBUS", "Bus error")
            or f.fields.get("signo") == 7]
     if bus:
@@ -213,6 +216,8 @@ def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                           "did not: it was busy with work of its own (save, eval, "
                           "preprocessing)", ev))
         out.append(Signal("straggler_or_imbalance", 0.3, "rank 0 fell behind the others", ev))
+        out.append(Signal("rank_crashed", 0.25, "rank 0 never reported the timeout: it may have "
+                          "died (look for its traceback)", ev))
     busy = report.facts.get("long_step", [])
     if busy:
         out.append(Signal("timeout_too_short", 0.3, "the log shows a long step (save, eval, "
@@ -232,6 +237,9 @@ def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         out.append(
             Signal("straggler_or_imbalance", 0.45, f"rank(s) {who[:8]} lag behind the others", ev)
         )
+        if cr.silent_ranks:
+            out.append(Signal("rank_crashed", 0.2, f"silent rank(s) {cr.silent_ranks[:8]} may "
+                              "have died", ev))
         out.append(
             Signal(
                 "collective_mismatch", 0.35, "a lagging rank may be in a different code path", ev
@@ -313,6 +321,23 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 _ev(report.facts["socket_timeout"]),
             )
         )
+    inits: dict[int, list[Fact]] = {}
+    for f in report.facts.get("ddp_init_rank", []):
+        inits.setdefault(f.fields["rank"], []).append(f)
+    twice = {r: fs for r, fs in inits.items() if len(fs) > 1}
+    if twice:
+        facts = next(iter(twice.values()))
+        out.append(Signal("rendezvous_failure", 0.55, f"rank(s) {sorted(twice)[:8]} were "
+                          "initialised by two processes: the launcher's task count and the "
+                          "framework's world size disagree", _ev(facts)))
+        out.append(Signal("device_assignment", 0.3, "two processes claim the same rank",
+                          _ev(facts)))
+    in_rdzv = [e for e in report.exceptions
+               if e.frame and re.search(r"rendezvous|TCPStore|c10d_store|_store_based_barrier",
+                                        e.frame)]
+    if in_rdzv:
+        out.append(Signal("rendezvous_failure", 0.5, f"{in_rdzv[0].type} raised inside the "
+                          "rendezvous code", [in_rdzv[0].ev]))
     if report.has("store_connect"):
         f = report.first("store_connect")
         assert f is not None
@@ -411,7 +436,9 @@ def nccl_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         # A failed system call: sockets across nodes, /dev/shm within one. Let the context
         # decide which is likelier; with none, both stay open.
         shm_ctx = report.has("shm") or report.transports.get("SHM", 0) > 0
-        net, shm = (0.35, 0.15) if _multi_node(report) else (0.15, 0.35) if shm_ctx else (0.2, 0.2)
+        # Without either, /dev/shm (a container's default 64 MB) is the commoner cause.
+        net, shm = ((0.35, 0.15) if _multi_node(report) else (0.15, 0.35) if shm_ctx
+                    else (0.2, 0.25))
         reason = "ncclSystemError: a system call (socket, shm) failed"
         out.append(Signal("network_interface", net, reason, ev_codes))
         out.append(Signal("shm_ipc_container", shm, reason, ev_codes))
@@ -522,7 +549,7 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         "nccl_trace",
     )
     progress_kinds = ("nccl_version", "comm_init", "net_socket", "net_ib", "bootstrap_if",
-                      "nccl_tests", "nccl_tests_rank", "nccl_tests_row")
+                      "nccl_setup", "nccl_tests", "nccl_tests_rank", "nccl_tests_row")
     started = any(report.has(k) for k in progress_kinds[:-1])
     finished = report.has("nccl_tests_avg")  # nccl-tests printed its summary: no hang
     if (not started or finished or any(report.has(k) for k in failure_kinds)
@@ -536,6 +563,11 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     ev = _ev(report.facts.get("net_socket") or report.facts.get("nccl_version")
              or report.facts.get("nccl_tests_row") or report.facts.get("nccl_tests"))
     if len(report.hosts) <= 1:
+        if report.has("nvls"):  # NVLink SHARP: the NVSwitch fabric is in the path
+            return [Signal("nvswitch_fabric", 0.45, "NCCL set up NVLS (NVSwitch multicast) on "
+                           "one node and then made no progress", _ev(report.facts["nvls"])),
+                    Signal("p2p_pcie_topology", 0.2, "NCCL initialised on one node and then "
+                           "made no progress", ev)]
         return [
             Signal(
                 "p2p_pcie_topology",
@@ -615,7 +647,11 @@ def node_facts_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         out.append(Signal("p2p_pcie_topology", 0.6, "PCIe ACS is enabled on a bridge "
                           "(ACSCtl SrcValid+): P2P traffic is routed through the root complex",
                           _ev(report.facts["acs_enabled"])))
-    if not failing and (report.has("topo_matrix") or report.has("lspci_gpu")):
+    if not failing and report.has("p2p_test"):
+        out.append(Signal("p2p_pcie_topology", 0.4, "CUDA's P2P bandwidth/latency test was run "
+                          "on the GPUs: P2P between them is in question",
+                          _ev(report.facts["p2p_test"])))
+    elif not failing and (report.has("topo_matrix") or report.has("lspci_gpu")):
         facts = report.facts.get("topo_matrix") or report.facts.get("lspci_gpu")
         out.append(Signal("p2p_pcie_topology", 0.3, "the GPUs' PCIe topology was shared "
                           "(nvidia-smi topo -m / lspci): P2P between them is in question",

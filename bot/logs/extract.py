@@ -190,7 +190,23 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E("nccl_tests_avg", r"# Avg bus bandwidth\s*:\s*([\d.]+)", _groups("busbw")),
     E("last_error", r"^Last error:\s*(.*)$", _groups("reason"), after=1, trigger=r"Last error:"),
-    E("nccl_warn", r"NCCL WARN (.+)$", _groups("message")),
+    # "file.cc:123 NCCL WARN msg"; older NCCL "file.h:344 WARN msg"; NCCL 1 "WARN file.cu:225 msg"
+    E("nccl_warn", r"(?:NCCL WARN|^(?:\S+ )?[\w/.-]+\.(?:cc|cu|h):\d+ WARN|"
+      r"^WARN [\w/.-]+\.(?:cc|cu|h):\d+) (.+)$", _groups("message"),
+      trigger=r"NCCL WARN |\.(?:cc|cu|h):\d+ WARN |^WARN [\w/.-]+\.(?:cc|cu):\d"),
+    E(
+        "nccl_setup",
+        r"NCCL INFO (?:Channel \d+/\d+ : \d|Trees \[|NVLS |\d+ coll channels|"
+        r"Connected all (?:rings|trees)|Setting affinity for GPU)",
+        _groups(),
+    ),
+    E("nvls", r"(NVLS (?:comm|Bind mem|multicast)|nvls channels|NVLS Chunksize)", _groups("what")),
+    E(
+        "p2p_test",
+        r"(P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test|CAN(?:NOT)? Access Peer Device|"
+        r"P2P=(?:Enabled|Disabled) (?:Latency|Bandwidth))",
+        _groups("what"),
+    ),
     E(
         "nccl_version",
         r"NCCL version:? ?(\d+\.\d+\.\d+)(?:\+cuda([\d.]+))?",
@@ -227,7 +243,7 @@ EXTRACTORS: tuple[Extractor, ...] = (
     E(
         "oom",
         r"(CUDA out of memory|OutOfMemoryError|Failed to CUDA calloc|cudaErrorMemoryAllocation|"
-        r"out of memory \(|CUBLAS_STATUS_ALLOC_FAILED|CUDA [Ee]rror: out of memory|"
+        r"out of memory \(|CUBLAS_STATUS_ALLOC_FAILED|[Cc][Uu][Dd][Aa] [Ee]rror: out of memory|"
         r"CUDA_ERROR_OUT_OF_MEMORY|CUresult error:? +(?:result=)?2\b|"
         r"RESOURCE_EXHAUSTED: Out of memory)",
         _groups("message"),
@@ -290,6 +306,18 @@ EXTRACTORS: tuple[Extractor, ...] = (
         "socket_timeout",
         r"client socket has timed out after (\d+)ms while trying to connect to \(([^,]+), (\d+)\)",
         _groups("after_ms", "addr", "port", ints=("after_ms", "port")),
+    ),
+    E(
+        "ddp_init_rank",
+        r"initializing (?:ddp|distributed): GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)",
+        _groups("rank", "member", "world", ints=("rank", "member", "world")),
+    ),
+    E(
+        "peer_died",
+        r"(Horovod has been shut down\. This was caused by an exception on one of the ranks|"
+        r"mpirun detected that one or more processes exited with non-zero status|"
+        r"mpirun noticed that process rank \d+ .* exited on signal)",
+        _groups("message"),
     ),
     E("launch_hosts", r"Running on the following workers: (\S+)", _groups("hosts")),
     E(

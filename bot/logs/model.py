@@ -196,5 +196,9 @@ INFO_KINDS = frozenset(
         "topo_matrix",
         "lspci_gpu",
         "long_step",
+        "nccl_setup",
+        "nvls",
+        "p2p_test",
+        "ddp_init_rank",
     }
 )

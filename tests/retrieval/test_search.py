@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.config import Settings
 from bot.retrieval.search import Retriever
 
 CASES = [
