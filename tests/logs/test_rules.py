@@ -196,3 +196,60 @@ def test_rank_that_exited_without_timing_out_is_the_culprit(tmp_path: Path) -> N
     d = diagnose_text(tmp_path, log)
     assert d.root_causes[0].category == "rank_crashed"
     assert d.suspects[0].rank == 5
+
+
+SETUP = "".join(f"deepseek:2081556:2081564 [0] NCCL INFO Channel {c:02d}/16 : 0 1 2 3\n"
+                for c in range(4))
+
+
+def test_a_log_ending_in_nccl_set_up_is_an_init_hang(tmp_path: Path) -> None:
+    assert top(tmp_path, SETUP) == "p2p_pcie_topology"
+    nvls = SETUP + ("deepseek:2081556:2081564 [0] NCCL INFO NVLS Bind mem 0xac0000000 UC handle "
+                    "0x7f3310ccb240 MC handle 0x7f3310ccaa20 size 1073741824\n")
+    assert top(tmp_path, nvls) == "nvswitch_fabric"
+    # The job went on after set-up: not a hang.
+    assert not diagnose_text(tmp_path, SETUP + "step 1 loss 2.3\n" * 10).root_causes
+
+
+def test_older_nccl_warn_formats_are_read(tmp_path: Path) -> None:
+    log = "include/socket.h:344 WARN Socket creation failed : Address family not supported\n"
+    assert top(tmp_path, log) == "network_interface"
+
+
+def test_cuda_p2p_test_output_points_at_p2p(tmp_path: Path) -> None:
+    log = ("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\n"
+           "Device: 0, GeForce GTX 1080 Ti, pciBusID: 9, pciDeviceID: 0, pciDomainID:0\n"
+           "Device=0 CAN Access Peer Device=1\n")
+    assert top(tmp_path, log) == "p2p_pcie_topology"
+
+
+def test_a_rank_initialised_twice_is_a_launch_mismatch(tmp_path: Path) -> None:
+    twice = "".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" * 2 for r in range(4))
+    assert top(tmp_path, twice) == "rendezvous_failure"
+    once = "".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for r in range(8))
+    assert "rendezvous_failure" not in categories(tmp_path, once)
+
+
+def test_horovod_shut_down_by_another_rank_is_a_crash(tmp_path: Path) -> None:
+    log = ("[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception "
+           "on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after "
+           "one of the ranks finished execution.\n")
+    assert top(tmp_path, log) == "rank_crashed"
+
+
+def test_an_exception_raised_in_rendezvous_code_is_a_rendezvous_failure(tmp_path: Path) -> None:
+    log = ('  File "/usr/lib/python3.9/site-packages/torch/distributed/elastic/rendezvous/'
+           'c10d_rendezvous_backend.py", line 113, in _call_store\n'
+           "    return getattr(self._store, store_op)(*args, **kwargs)\n"
+           "RuntimeError: Broken pipe\n")
+    assert top(tmp_path, log) == "rendezvous_failure"
+
+
+def test_rank0_silent_while_others_time_out_may_also_have_died(tmp_path: Path) -> None:
+    log = "".join(watchdog_line(r, 15037) + "\n" for r in (1, 2, 3))
+    assert "rank_crashed" in categories(tmp_path, log)[:3]
+
+
+def test_lower_case_oom_in_the_rollout_allocator(tmp_path: Path) -> None:
+    log = "cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+    assert top(tmp_path, log) == "rl_weight_sync"
