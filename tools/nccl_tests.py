@@ -1,12 +1,16 @@
-"""NVIDIA nccl-tests: a pure parser of their text output, and running the binaries.
+"""NVIDIA nccl-tests: pure parsers of their text and `-J` JSON output, and running the binaries.
 
 Rows carry the out-of-place numbers in the probe's row shape (collective, bytes,
-time_us, algbw_gbps, busbw_gbps, correct) plus the in-place ones.
+time_us, algbw_gbps, busbw_gbps, correct) plus the in-place ones. Newer nccl-tests
+write a JSON report with `-J FILE.json` (`src/util.cu`, JSON_FILE_VERSION 2); its
+numbers are unrounded, so they are preferred to the text table when present.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -79,9 +83,91 @@ def parse_nccl_tests(text: str, collective: str = "unknown") -> dict[str, Any]:
     return out
 
 
+def _json_side(side: Any) -> dict[str, Any] | None:
+    if not isinstance(side, dict):
+        return None
+    wrong = side.get("nwrong")
+    time_us = side.get("time", side.get("cpu_time"))
+    return {"time_us": _json_num(time_us), "algbw_gbps": _json_num(side.get("alg_bw")),
+            "busbw_gbps": _json_num(side.get("bus_bw")),
+            "correct": None if wrong is None else _json_num(wrong) == 0}
+
+
+def _json_num(v: Any) -> float | None:
+    """nccl-tests writes NaN as the string "nan"; anything not a number becomes None."""
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def parse_nccl_tests_json(text: str, collective: str = "unknown") -> dict[str, Any] | None:
+    """Parse an nccl-tests `-J` JSON report into `parse_nccl_tests`' shape.
+
+    None when the text is not a complete JSON object (e.g. the binary died while
+    writing it); the caller then keeps the numbers from stdout. The `env` list the
+    report carries is dropped: it is the whole process environment, secrets included.
+    """
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    out: dict[str, Any] = {
+        "collective": collective, "json_version": doc.get("version"),
+        "params": {k: v for k, v in config.items() if k != "devices"},
+        "devices": [], "rows": [], "nccl_version": _nccl_version(doc.get("nccl_version")),
+        "avg_busbw_gbps": None, "errors": [],
+    }
+    for d in config.get("devices") or []:
+        if isinstance(d, dict):
+            out["devices"].append({"rank": d.get("rank"), "pid": d.get("pid"),
+                                   "host": d.get("hostname"), "device": d.get("device"),
+                                   "bus": d.get("device_hex"), "name": d.get("device_info")})
+    for r in doc.get("results") or []:
+        if not isinstance(r, dict) or not isinstance(r.get("size"), int):
+            continue
+        oop, inp = _json_side(r.get("out_of_place")), _json_side(r.get("in_place"))
+        main = oop or inp or {"time_us": None, "algbw_gbps": None, "busbw_gbps": None,
+                              "correct": None}
+        root = str(r.get("root", "")).strip()
+        out["rows"].append({
+            "collective": collective, "bytes": r["size"], "count": r.get("count"),
+            "type": r.get("type"), "redop": r.get("redop"),
+            "root": int(root) if re.fullmatch(r"-?\d+", root) else None,
+            **main, "in_place": inp})
+    avg = doc.get("average_bus_bandwidth")
+    if isinstance(avg, dict):
+        out["avg_busbw_gbps"] = _json_num(avg.get("bandwidth"))
+    oob = doc.get("out_of_bounds")
+    if isinstance(oob, dict) and oob.get("count"):
+        out["errors"].append(f"Out of bounds values : {oob['count']} FAILED")
+    out["errors"] += [str(e) for e in doc.get("errors") or [] if e]
+    return out
+
+
+def _nccl_version(code: Any) -> str | None:
+    """NCCL_VERSION_CODE (e.g. 22703) as "2.27.3"; older two-digit codes (2708) too."""
+    if not isinstance(code, int) or code <= 0:
+        return None
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
+# Older binaries print "invalid option 'J'" (and getopt "invalid option -- 'J'") then usage.
+_NO_JSON_FLAG = re.compile(r"(?:invalid|unrecognized) option[ -]*'?-?J\b")
+
+
 def run_nccl_tests(p: ProbeParams, runner: CommandRunner | None = None,
-                   ngpus: int | None = None) -> ToolResult:
-    """Run the selected `*_perf` binaries from `p.nccl_tests` on this node's GPUs."""
+                   ngpus: int | None = None, json_dir: str | Path | None = None) -> ToolResult:
+    """Run the selected `*_perf` binaries from `p.nccl_tests` on this node's GPUs.
+
+    Each binary is asked for a `-J` JSON report in `json_dir` (a temporary
+    directory by default); binaries too old to know `-J` are run again without it.
+    """
+    if json_dir is None:
+        with tempfile.TemporaryDirectory(prefix="ncclbot-nccl-tests-") as tmp:
+            return run_nccl_tests(p, runner, ngpus, tmp)
     runner = runner or SubprocessRunner()
     base = Path(p.nccl_tests or ".")
     ngpus = ngpus or p.nproc
@@ -101,11 +187,19 @@ def run_nccl_tests(p: ProbeParams, runner: CommandRunner | None = None,
         argv = [str(binary), "-b", str(p.min_bytes), "-e", str(p.max_bytes),
                 "-f", str(max(2, round(p.factor))), "-g", str(ngpus),
                 "-w", str(p.warmup), "-n", str(p.iters)]
-        left = deadline - time.monotonic()
-        res = runner(argv, timeout=max(1.0, left))
-        parsed = parse_nccl_tests(res.stdout, coll)
+        report = Path(json_dir) / f"{coll}.json"
+        res = runner([*argv, "-J", str(report)], timeout=max(1.0, deadline - time.monotonic()))
+        if _NO_JSON_FLAG.search(res.stdout + res.stderr):
+            res = runner(argv, timeout=max(1.0, deadline - time.monotonic()))
+        else:
+            argv += ["-J", str(report)]
+        parsed, source = parse_nccl_tests(res.stdout, coll), "stdout"
+        if report.is_file() and (doc := parse_nccl_tests_json(
+                report.read_text(errors="replace"), coll)) and doc["rows"]:
+            doc["errors"] = list(dict.fromkeys(doc["errors"] + parsed["errors"]))
+            parsed, source = doc, "json"
         runs.append({"collective": coll, "invocation": render_argv(argv),
-                     "returncode": res.returncode, "error": res.error,
+                     "returncode": res.returncode, "error": res.error, "source": source,
                      **{k: parsed[k] for k in ("params", "devices", "nccl_version",
                                                "avg_busbw_gbps", "errors")}})
         rows += parsed["rows"]
