@@ -22,6 +22,7 @@ from tools.baselines import baseline_findings
 from tools.busbw import sweep_sizes
 from tools.probe_launch import (
     Command,
+    ProgressFn,
     rank_commands,
     report,
     run_commands,
@@ -63,11 +64,13 @@ def invocation_of(p: ProbeParams) -> str:
     return text
 
 
-def run_probe(params: ProbeParams, *, fault: str | None = None) -> ToolResult:
+def run_probe(params: ProbeParams, *, fault: str | None = None,
+              on_progress: ProgressFn | None = None) -> ToolResult:
     """Run the sweep (or nccl-tests when `params.nccl_tests` is set). Never raises.
 
     `fault` is the test-only fault spec for the workers (see `tools.probe_worker`); the
-    caller decides whether one may be injected, workers never inherit one.
+    caller decides whether one may be injected, workers never inherit one. `on_progress`
+    hears which step (collective, size, k of N) the slowest rank is in.
     """
     p = params
     invocation = invocation_of(p)
@@ -90,9 +93,9 @@ def run_probe(params: ProbeParams, *, fault: str | None = None) -> ToolResult:
     with tempfile.TemporaryDirectory(prefix="ncclbot-probe-") as tmp:
         out = Path(tmp)
         if p.rdzv_endpoint:
-            result = _run_torchrun(p, sizes, nproc, out, fault, invocation)
+            result = _run_torchrun(p, sizes, nproc, out, fault, invocation, on_progress)
         else:
-            result = _run_local(p, sizes, nproc, out, fault, invocation)
+            result = _run_local(p, sizes, nproc, out, fault, invocation, on_progress)
     if result.status == "success" and p.plot:
         from tools.plot import plot_busbw
 
@@ -106,11 +109,11 @@ def run_probe(params: ProbeParams, *, fault: str | None = None) -> ToolResult:
 
 
 def _run_local(p: ProbeParams, sizes: list[int], nproc: int, out: Path, fault: str | None,
-               invocation: str) -> ToolResult:
+               invocation: str, on_progress: ProgressFn | None = None) -> ToolResult:
     env = worker_env(fault, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                      WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
     ranks = list(range(nproc))
-    outcome = run_commands(p, out, rank_commands(p, sizes, out, ranks, env), ranks)
+    outcome = run_commands(p, out, rank_commands(p, sizes, out, ranks, env), ranks, on_progress)
     return report(out, ranks, outcome, invocation, {"backend": p.backend, "nproc": nproc})
 
 
@@ -137,11 +140,11 @@ def _is_loopback(host: str) -> bool:
 
 
 def _run_torchrun(p: ProbeParams, sizes: list[int], nproc: int, out: Path, fault: str | None,
-                  invocation: str) -> ToolResult:
+                  invocation: str, on_progress: ProgressFn | None = None) -> ToolResult:
     """This node's share of a multi-node sweep through torchrun's c10d rendezvous."""
     env = worker_env(fault, TORCHELASTIC_ERROR_FILE=str(out / "torchrun-error.json"))
     outcome = run_commands(p, out, [Command(torchrun_argv(p, sizes, nproc, out), env,
-                                            "torchrun")], None)
+                                            "torchrun")], None, on_progress)
     ranks = started_ranks(out)
     base: dict[str, Any] = {"backend": p.backend, "nproc": nproc, "nnodes": p.nnodes,
                             "node_rank": p.node_rank, "ranks": ranks,

@@ -16,12 +16,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.busbw import bandwidths
+from tools.busbw import bandwidths, sweep_sizes
 from tools.cards import card_for
 from tools.probe_worker import FAULT_ENV
 from tools.registry import ProbeParams
@@ -34,6 +34,11 @@ GRACE_S = 2.0
 #: Extra time for the first step (process start, torch import, rendezvous).
 INIT_GRACE_S = 30.0
 _RANK_FILE = re.compile(r"^rank(\d+)\.progress$")
+#: How often the watcher reports where the sweep is (seconds).
+PROGRESS_EVERY_S = 0.5
+
+#: on_progress({"step", "steps", "collective", "bytes", "ranks"}): where the slowest rank is.
+ProgressFn = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,38 @@ def started_ranks(out: Path) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
+def sweep_position(progress: Mapping[int, Mapping[str, Any] | None],
+                   collectives: Sequence[str], sizes: Sequence[int]) -> dict[str, Any] | None:
+    """Where the slowest rank is: step k of N (0 while starting, N when finished).
+
+    `progress` maps rank -> its last progress record (None once it reported its result).
+    """
+    steps = len(collectives) * len(sizes)
+    slowest: tuple[int, bool, str, int] | None = None
+    for prog in progress.values():
+        coll, nbytes = (prog or {}).get("collective", "finish"), (prog or {}).get("bytes", 0)
+        if coll == "init":
+            step = 0
+        elif coll in collectives and nbytes in sizes:
+            step = list(collectives).index(coll) * len(sizes) + list(sizes).index(nbytes) + 1
+        else:
+            step = steps
+        here = (step, coll == "finish", str(coll), int(nbytes or 0))  # ties: a running rank
+        if slowest is None or here[:2] < slowest[:2]:
+            slowest = here
+    if slowest is None:
+        return None
+    step, _, coll, nbytes = slowest
+    return {"step": step, "steps": steps, "collective": coll, "bytes": nbytes,
+            "ranks": len(progress)}
+
+
+def _position(p: ProbeParams, out: Path, ranks: Sequence[int]) -> dict[str, Any] | None:
+    seen = {r: None if (out / f"rank{r}.json").exists() else read_json(out / f"rank{r}.progress")
+            for r in ranks if (out / f"rank{r}.progress").exists()}
+    return sweep_position(seen, p.collectives, sweep_sizes(p.min_bytes, p.max_bytes, p.factor))
+
+
 @dataclass
 class Outcome:
     stuck: str | None
@@ -106,10 +143,11 @@ class Outcome:
 
 
 def run_commands(p: ProbeParams, out: Path, commands: Sequence[Command],
-                 ranks: Sequence[int] | None) -> Outcome:
+                 ranks: Sequence[int] | None, on_progress: ProgressFn | None = None) -> Outcome:
     """Start `commands`, watch them until done or stuck, kill what is left.
 
     `ranks`: the ranks whose progress to watch; None to watch whichever ranks appear.
+    `on_progress` hears where the sweep is whenever that changes (never raises into here).
     """
     start = time.monotonic()
     procs: list[subprocess.Popen[bytes]] = []
@@ -121,7 +159,7 @@ def run_commands(p: ProbeParams, out: Path, commands: Sequence[Command],
             procs.append(subprocess.Popen(  # fixed argument list, no shell
                 c.argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=c.env,
                 start_new_session=True))
-        stuck = _watch(p, procs, out, ranks, start)
+        stuck = _watch(p, procs, out, ranks, start, on_progress)
     finally:
         kill(procs)
         for log in logs:
@@ -130,11 +168,29 @@ def run_commands(p: ProbeParams, out: Path, commands: Sequence[Command],
                    time.monotonic() - start)
 
 
+def _report_progress(p: ProbeParams, out: Path, ranks: Sequence[int],
+                     on_progress: ProgressFn, last: dict[str, Any] | None) -> dict[str, Any] | None:
+    where = _position(p, out, ranks)
+    if where is not None and where != last:
+        try:
+            on_progress(where)
+        except Exception:  # noqa: BLE001 - a listener's failure must not stop the probe
+            pass
+    return where if where is not None else last
+
+
 def _watch(p: ProbeParams, procs: Sequence[subprocess.Popen[bytes]], out: Path,
-           ranks: Sequence[int] | None, start: float) -> str | None:
+           ranks: Sequence[int] | None, start: float,
+           on_progress: ProgressFn | None = None) -> str | None:
     first_failure: float | None = None
+    last: dict[str, Any] | None = None
+    next_report = start
     while any(pr.poll() is None for pr in procs):
         now = time.monotonic()
+        if on_progress is not None and now >= next_report:
+            next_report = now + PROGRESS_EVERY_S
+            last = _report_progress(p, out, ranks if ranks is not None else started_ranks(out),
+                                    on_progress, last)
         if now - start > p.timeout:
             return f"overall timeout of {p.timeout:g} s reached"
         for rank in ranks if ranks is not None else started_ranks(out):

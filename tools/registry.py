@@ -6,6 +6,7 @@ call. Requests are validated against the parameter models before running.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -160,10 +161,12 @@ def validate(tool: str, params: dict[str, Any] | None) -> Params:
 
 
 def run_local(tool: str, params: dict[str, Any] | None = None, *,
-              fault: str | None = None) -> ToolResult:
+              fault: str | None = None,
+              on_progress: Callable[[dict[str, Any]], None] | None = None) -> ToolResult:
     """Validate and run one tool on this node. Never raises: bad input is an error result.
 
     `fault`: a test-only fault spec for the probe's workers (`tools.probe_worker`).
+    `on_progress`: hears where a probe's sweep is (see `tools.probe_launch.sweep_position`).
     """
     invocation = f"{tool} {params or {}}"
     if tool not in TOOLS:
@@ -174,12 +177,13 @@ def run_local(tool: str, params: dict[str, Any] | None = None, *,
     except ValidationError as exc:
         return ToolResult.failed(tool, invocation, f"invalid parameters: {exc}")
     try:
-        return _dispatch(tool, p, fault)
+        return _dispatch(tool, p, fault, on_progress)
     except Exception as exc:  # noqa: BLE001 - a tool bug must still come back as a result
         return ToolResult.failed(tool, invocation, f"{type(exc).__name__}: {exc}")
 
 
-def _dispatch(tool: str, p: Params, fault: str | None = None) -> ToolResult:
+def _dispatch(tool: str, p: Params, fault: str | None = None,
+              on_progress: Callable[[dict[str, Any]], None] | None = None) -> ToolResult:
     if isinstance(p, TopoParams):
         from tools.files import open_regular
         from tools.topo import collect_topology
@@ -200,7 +204,7 @@ def _dispatch(tool: str, p: Params, fault: str | None = None) -> ToolResult:
     if isinstance(p, ProbeParams):
         from tools.probe import run_probe
 
-        return run_probe(p, fault=fault)
+        return run_probe(p, fault=fault, on_progress=on_progress)
     if isinstance(p, XidParams):
         from tools.xid import scan_xid
 

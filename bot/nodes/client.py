@@ -90,6 +90,10 @@ class NodeClient:
         probe runs or processes hold the GPUs, AgentError(kind="refused") for 403."""
         self._call("POST", "/v1/probe/check", {"force": force}, idempotent=True)
 
+    def probe_status(self) -> dict[str, Any]:
+        """{running, holder, since, progress: {step, steps, collective, bytes, ranks}}."""
+        return self._call("POST", "/v1/probe/status", {}, idempotent=True)
+
     # -- plumbing ---------------------------------------------------------------
     def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool,
               signed: bool = True, timeout: float | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from bot.slack.answering import AnalysisCache, make_analyzer, make_answerer, que
 from bot.slack.authz import OncallAuthz
 from bot.slack.deps import Deps
 from bot.slack.listeners import register
-from bot.slack.nodes import make_runner
+from bot.slack.nodes import make_runner, make_status_reader
 from bot.slack.ratelimit import Limits
 from bot.slack.store import Store
 
@@ -68,6 +68,7 @@ def build_deps(settings: Settings, client: WebClient) -> Deps:
         answer=make_answerer(settings),
         analyses=AnalysisCache(make_analyzer(settings)),
         run_node=make_runner(settings),
+        probe_status=make_status_reader(settings),
         files_dir=settings.data_dir / "slack-files",
         bot_token=client.token or "",
         question_aware=question_aware(settings),

@@ -9,7 +9,7 @@ from typing import Any
 from bot.config import Settings
 from bot.slack.answering import AnalysisCache, Answerer
 from bot.slack.authz import OncallAuthz
-from bot.slack.nodes import NodeRunner
+from bot.slack.nodes import NodeRunner, ProbeStatus
 from bot.slack.ratelimit import Limits
 from bot.slack.store import Store
 
@@ -26,6 +26,10 @@ class Deps:
     files_dir: Path
     bot_token: str
     question_aware: bool = False
+    #: how far a running probe has got (None: show elapsed time only)
+    probe_status: ProbeStatus | None = None
+    #: seconds between status-message updates while a diagnostic runs
+    progress_every_s: float = 5.0
 
     def lang_prefs(self, user: str, channel: str) -> tuple[str | None, str | None]:
         return self.store.lang(f"user:{user}"), self.store.lang(f"channel:{channel}")

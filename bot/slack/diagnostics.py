@@ -8,7 +8,7 @@ from typing import Any
 from bot.errors import NcclbotError
 from bot.slack import blocks
 from bot.slack.deps import Deps, ephemeral
-from bot.slack.nodes import check_target, params_for, sizes_in
+from bot.slack.nodes import check_target, params_for, progress_text, sizes_in
 from bot.slack.progress import StatusMessage, Ticker
 
 log = logging.getLogger(__name__)
@@ -66,11 +66,12 @@ class Diagnostics:
                                f"{what} on {node} for <@{user}>: starting…")
 
         def tick(elapsed: float) -> None:
-            est = f", {sizes} sizes" if sizes else ""
-            status.update(f"{what} on {node}{est}: running, {elapsed:.0f} s…")
+            where = self._where(node, tool, user)
+            est = f", {sizes} sizes" if sizes and not where else ""
+            status.update(f"{what} on {node}{est}: {where or 'running'}, {elapsed:.0f} s…")
 
         try:
-            with Ticker(tick, every_s=5.0):
+            with Ticker(tick, every_s=d.progress_every_s):
                 result = d.run_node(node, tool, params, f"slack:{user}")
             outcome = str(result.get("status", "error"))
         except NcclbotError as exc:
@@ -83,3 +84,13 @@ class Diagnostics:
         d.store.audit(user, channel, node, tool, preset, outcome, str(result.get("error") or ""))
         status.finish(blocks.tool_result(node, tool, result))
         return outcome
+
+    def _where(self, node: str, tool: str, user: str) -> str | None:
+        """"step 3/8: all_reduce, 4.2 MB" from the node's agent; None if it cannot say."""
+        if tool != "probe" or self.deps.probe_status is None:
+            return None
+        try:
+            return progress_text(self.deps.probe_status(node, f"slack:{user}"), f"slack:{user}")
+        except Exception as exc:  # noqa: BLE001 - progress is best effort
+            log.debug("probe status of %s unavailable: %s", node, exc)
+            return None

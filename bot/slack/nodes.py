@@ -21,6 +21,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 #: run(node, tool, params, user) -> ToolResult as a dict; raises NodeError.
 NodeRunner = Callable[[str, str, dict[str, Any], str], dict[str, Any]]
+#: status(node, user) -> the agent's /v1/probe/status reply; raises NodeError.
+ProbeStatus = Callable[[str, str], dict[str, Any]]
 
 
 def sizes_in(params: dict[str, Any]) -> int:
@@ -64,3 +66,30 @@ def make_runner(settings: Settings, timeout: float = 660.0) -> NodeRunner:
             return client.run(tool, params, timeout=timeout).model_dump()
 
     return run
+
+
+def make_status_reader(settings: Settings, timeout: float = 5.0) -> ProbeStatus:
+    """Asks a node's agent how far its running probe has got (for the status message)."""
+
+    def status(node: str, user: str) -> dict[str, Any]:
+        from bot.nodes.client import client_for
+        from bot.nodes.inventory import load_inventory
+
+        target = load_inventory(settings.nodes_file).get(node)
+        with client_for(settings, target, user=user, timeout=timeout) as client:
+            return client.probe_status()
+
+    return status
+
+
+def progress_text(status: dict[str, Any] | None, user: str) -> str | None:
+    """"step 3/8: all_reduce, 4.2 MB" for `user`'s running probe; None when not known."""
+    prog = (status or {}).get("progress")
+    if not status or not status.get("running") or status.get("holder") != user or not prog:
+        return None
+    from bot.slack.files import human
+
+    if prog.get("step", 0) <= 0:
+        return f"starting {prog.get('ranks', 0)} rank(s), step 0/{prog.get('steps')}"
+    return (f"step {prog['step']}/{prog.get('steps')}: {prog.get('collective')}, "
+            f"{human(prog.get('bytes') or 0)}")

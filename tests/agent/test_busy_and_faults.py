@@ -22,7 +22,7 @@ from tools.result import ToolResult
 runner = CliRunner()
 
 
-def _fake_run(tool: str, params: dict) -> ToolResult:
+def _fake_run(tool: str, params: dict, **_: object) -> ToolResult:
     return ToolResult(tool=tool, status="success", invocation=f"fake {tool}", data=params)
 
 

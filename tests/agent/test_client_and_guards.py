@@ -13,7 +13,7 @@ from tests.agent.conftest import LOOPBACK, Agent, free_port, use_inventory
 from tools.result import ToolResult
 
 
-def _fake_run(tool: str, params: dict) -> ToolResult:
+def _fake_run(tool: str, params: dict, **_: object) -> ToolResult:
     return ToolResult(tool=tool, status="success", invocation=f"fake {tool}", data=params)
 
 

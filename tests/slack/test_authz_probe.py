@@ -28,6 +28,29 @@ def test_member_probe_reaches_the_node_agent(slack: FakeSlack, probe_app: Poster
     assert rows[0]["user"] == "UBOB" and rows[0]["node"] == "gpu-node07"
 
 
+def test_probe_progress_shows_the_agents_step(slack: FakeSlack, probe_settings: Any,
+                                              make_app: Any) -> None:
+    """A real gloo probe on the agent: the status message shows "step k/6" while it runs."""
+    import re
+
+    import pytest
+
+    pytest.importorskip("torch")
+    settings = probe_settings()
+    app, _ = make_app(settings, http=True, tweak=lambda d: setattr(d, "progress_every_s", 0.2))
+    with serving(app, settings) as poster:
+        message = {"channel": "C1", "ts": "60.1", "thread_ts": "60.1"}
+        value = json.dumps({"node": "gpu-node07", "tool": "probe", "preset": "gloo"})
+        assert poster.action(click("ncclbot_probe:0", value, "UBOB", message))[0] == 200
+        result = slack.wait_for(lambda: next((m for m in slack.thread("C1", "60.1")
+                                              if "*probe* on" in block_text(m.get("blocks"))),
+                                             None))
+    assert "success" in block_text(result["blocks"]) or "busbw" in block_text(result["blocks"])
+    steps = [c.params.get("text", "") for c in slack.of("chat.update")]
+    assert any(re.search(r"probe gloo on gpu-node07: (starting 2 rank\(s\), )?step \d/6", t)
+               for t in steps), steps
+
+
 def test_env_command_by_member_and_unknown_node(slack: FakeSlack, probe_app: Poster) -> None:
     status, body = probe_app.command("env gpu-node07", user="UBOB")
     # the group's members are not known yet: the acknowledgement promises nothing

@@ -10,6 +10,7 @@ import pytest
 from tools.baselines import baseline_findings, hardware_key
 from tools.busbw import bandwidths, bus_factor, sweep_sizes
 from tools.probe import run_probe
+from tools.probe_launch import sweep_position
 from tools.probe_worker import parse_fault
 from tools.registry import ProbeParams
 
@@ -37,10 +38,13 @@ def test_gloo_two_ranks_every_collective(tmp_path: Path) -> None:
 def test_gloo_four_ranks(tmp_path: Path) -> None:
     params = ProbeParams(**{**SMALL, "max_bytes": 8192}, nproc=4,
                          collectives=["all_reduce", "all_gather", "sendrecv"])
-    result = run_probe(params)
+    seen: list[dict] = []
+    result = run_probe(params, on_progress=seen.append)
     assert result.status == "success", result.error
     rows = result.data["results"]
     assert result.data["nproc"] == 4 and all(r["correct"] for r in rows)
+    assert seen and all(s["steps"] == 6 and s["ranks"] <= 4 for s in seen)  # 3 colls x 2 sizes
+    assert [s["step"] for s in seen] == sorted(s["step"] for s in seen)
     ar = [r for r in rows if r["collective"] == "all_reduce"][-1]
     assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"] * 1.5, rel=1e-3)
 
@@ -48,9 +52,13 @@ def test_gloo_four_ranks(tmp_path: Path) -> None:
 def test_forced_hang_is_bounded_and_reported() -> None:
     params = ProbeParams(**{**SMALL, "collective_timeout": 3, "timeout": 40}, nproc=2,
                          collectives=["all_reduce"])
-    start = time.monotonic()
-    result = run_probe(params, fault="hang:rank=1:collective=all_reduce:bytes=8192")
+    start, seen = time.monotonic(), []
+    result = run_probe(params, fault="hang:rank=1:collective=all_reduce:bytes=8192",
+                       on_progress=seen.append)
     elapsed = time.monotonic() - start
+    # while it hangs, progress shows where: the second of three sizes
+    assert seen[-1] == {"step": 2, "steps": 3, "collective": "all_reduce", "bytes": 8192,
+                        "ranks": 2}
     assert result.status == "error"
     assert elapsed < 25
     hang = result.data["hang"]
@@ -95,6 +103,18 @@ def test_overall_timeout_stops_a_slow_probe() -> None:
     assert hang["reason"] == "overall timeout of 8 s reached"
     assert hang["collective"] == "all_reduce" and hang["ranks_not_finished"] == [0, 1]
     assert [f.rule for f in result.findings] == ["probe_hang"]
+
+
+def test_sweep_position_is_the_slowest_rank() -> None:
+    colls, sizes = ["all_reduce", "broadcast"], [1024, 4096]
+    assert sweep_position({}, colls, sizes) is None
+    assert sweep_position({0: {"collective": "broadcast", "bytes": 1024},
+                           1: {"collective": "all_reduce", "bytes": 4096}}, colls, sizes) == {
+        "step": 2, "steps": 4, "collective": "all_reduce", "bytes": 4096, "ranks": 2}
+    assert sweep_position({0: {"collective": "init", "bytes": 0}, 1: None}, colls,
+                          sizes)["step"] == 0
+    done = sweep_position({0: None, 1: {"collective": "finish", "bytes": 0}}, colls, sizes)
+    assert done["step"] == done["steps"] == 4
 
 
 def test_fault_spec() -> None:

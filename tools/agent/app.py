@@ -5,6 +5,7 @@
     POST /v1/topo|env|xid     run that tool (validated body) -> ToolResult
     POST /v1/probe            one probe at a time; 409 when busy or GPUs are in use
     POST /v1/probe/check      would a probe start now? 200, or the probe's 403/409
+    POST /v1/probe/status     is a probe running, whose, and which step (k of N) it is in
     POST /v1/probe/port       a free TCP port here, for a multi-node probe's rendezvous
 """
 
@@ -32,6 +33,7 @@ from tools.agent.models import (
     EnvRequest,
     PortReply,
     ProbeRequest,
+    StatusReply,
     TopoRequest,
     XidRequest,
 )
@@ -42,7 +44,8 @@ VERSION = "2"
 MAX_BODY_BYTES = 1 * 2**20
 #: Test-only: the agent passes NCCLBOT_PROBE_FAULT to its probes only when this is "1".
 ALLOW_FAULTS_ENV = "NCCLBOT_AGENT_ALLOW_FAULTS"
-RunTool = Callable[[str, dict[str, Any]], ToolResult]
+#: run(tool, params[, on_progress=fn]) -> ToolResult; on_progress is passed for probes only.
+RunTool = Callable[..., ToolResult]
 _BUSY = {409: {"description": "a probe is running here, or processes hold the GPUs"},
          403: {"description": "force asked by a user not in the force allow list"}}
 
@@ -90,10 +93,10 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
     list_gpu_procs = gpu_processes or nvml_gpu_processes
     fault = injected_fault(os.environ, allow_faults)
 
-    def default_run(tool: str, params: dict[str, Any]) -> ToolResult:
+    def default_run(tool: str, params: dict[str, Any], on_progress: Any = None) -> ToolResult:
         from tools.registry import run_local
 
-        return run_local(tool, params, fault=fault)
+        return run_local(tool, params, fault=fault, on_progress=on_progress)
 
     run = run_tool or default_run
     lock = ProbeLock()
@@ -109,7 +112,8 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         return JSONResponse({"detail": message, "errors": errors}, status_code=422)
 
     def _tool(request: Request, tool: str, params: dict[str, Any]) -> ToolResult:
-        result = run(tool, params)
+        result = run(tool, params, on_progress=lock.report) if tool == "probe" else run(
+            tool, params)
         request.state.ncclbot_audit = {"tool": tool, "params": params, "outcome": result.status,
                                        "error": (result.error or "")[:300] or None}
         return result
@@ -178,6 +182,17 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
             request.state.ncclbot_audit = {"tool": "probe_check", "outcome": "ready"}
         return refused or CheckReply(ready=True)
 
+    @app.post("/v1/probe/status", response_model=StatusReply)
+    def probe_status(request: Request) -> StatusReply:
+        """Whether a probe runs here, for whom since when, and how far its sweep has got."""
+        holder, progress = lock.holder, lock.progress
+        request.state.ncclbot_audit = {"tool": "probe_status",
+                                       "outcome": "running" if holder else "idle"}
+        if holder is None:
+            return StatusReply(running=False)
+        return StatusReply(running=True, holder=holder.user, since=holder.since,
+                           progress=progress)
+
     @app.post("/v1/probe", response_model=ToolResult, responses=_BUSY)
     def probe(body: ProbeRequest, request: Request) -> Any:
         """Collective sweep on this node, or this node's share of a multi-node probe."""
@@ -197,7 +212,7 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
 
             rv = body.rendezvous
             result = run_group_member(params, rv.master_addr, rv.master_port, rv.node_rank,
-                                      rv.nnodes, fault=fault)
+                                      rv.nnodes, fault=fault, on_progress=lock.report)
             request.state.ncclbot_audit = {
                 "tool": "probe", "params": body.model_dump(exclude={"force"}),
                 "outcome": result.status, "error": (result.error or "")[:300] or None,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.busbw import sweep_sizes
-from tools.probe_launch import rank_commands, report, run_commands, worker_env
+from tools.probe_launch import ProgressFn, rank_commands, report, run_commands, worker_env
 from tools.registry import ProbeParams
 from tools.result import ToolResult
 
@@ -32,7 +32,8 @@ def hardware(backend: str, root: Path = Path("/")) -> dict[str, Any]:
 
 
 def run_group_member(p: ProbeParams, master_addr: str, master_port: int, node_rank: int,
-                     nnodes: int, *, fault: str | None = None) -> ToolResult:
+                     nnodes: int, *, fault: str | None = None,
+                     on_progress: ProgressFn | None = None) -> ToolResult:
     """Run this node's ranks of one multi-node sweep; never raises."""
     nproc = p.nproc or 1
     world = nproc * nnodes
@@ -48,5 +49,6 @@ def run_group_member(p: ProbeParams, master_addr: str, master_port: int, node_ra
             "hardware": hardware(p.backend)}
     with tempfile.TemporaryDirectory(prefix="ncclbot-group-") as tmp:
         out = Path(tmp)
-        outcome = run_commands(p, out, rank_commands(p, sizes, out, ranks, env), ranks)
+        outcome = run_commands(p, out, rank_commands(p, sizes, out, ranks, env), ranks,
+                               on_progress)
         return report(out, ranks, outcome, invocation, base, prefix=f"node rank {node_rank}: ")

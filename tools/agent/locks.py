@@ -1,10 +1,12 @@
-"""One probe at a time per node: a non-blocking lock that remembers who holds it."""
+"""One probe at a time per node: a non-blocking lock that remembers who holds it and how
+far its probe has got."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,16 +28,22 @@ class ProbeLock:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.holder: Holder | None = None
+        self.progress: dict[str, Any] | None = None
+
+    def report(self, progress: dict[str, Any]) -> None:
+        """The running probe's latest position (`tools.probe_launch.sweep_position`)."""
+        self.progress = dict(progress)
 
     def acquire(self, user: str, what: str = "probe") -> Holder:
         if not self._lock.acquire(blocking=False):
             holder = self.holder
             raise NodeBusyError(holder or Holder("unknown", "unknown", what))
         self.holder = Holder(user, datetime.now(timezone.utc).isoformat(timespec="seconds"), what)
+        self.progress = None
         return self.holder
 
     def release(self) -> None:
-        self.holder = None
+        self.holder, self.progress = None, None
         self._lock.release()
 
     def hold(self, user: str, what: str = "probe") -> _Held:

@@ -119,3 +119,22 @@ class CheckReply(BaseModel):
 
 class PortReply(BaseModel):
     port: int
+
+
+class ProbeProgress(BaseModel):
+    """Where a running probe's sweep is: the slowest rank's step."""
+
+    step: int = Field(description="1-based step the slowest rank is in; 0 while starting")
+    steps: int = Field(description="collectives x message sizes")
+    collective: str
+    bytes: int
+    ranks: int = Field(description="ranks that have started")
+
+
+class StatusReply(BaseModel):
+    """`POST /v1/probe/status`: is a probe running here, whose, and how far along."""
+
+    running: bool
+    holder: str | None = None
+    since: str | None = None
+    progress: ProbeProgress | None = None
