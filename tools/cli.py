@@ -12,6 +12,9 @@ agent also calls, so a later `--node NAME` only swaps the executor.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -120,8 +123,10 @@ def env(json_out: bool = typer.Option(False, "--json", help="print the result as
 def probe(
     backend: str = typer.Option("nccl", help="nccl (GPUs) or gloo (CPU)"),
     nproc: int = typer.Option(None, help="ranks (default: GPUs for nccl, 2 for gloo)"),
-    min_bytes: int = typer.Option(1024, "--min-bytes"),
-    max_bytes: int = typer.Option(64 * 2**20, "--max-bytes"),
+    min_bytes: str = typer.Option("1K", "--min-bytes",
+                                  help="smallest message: bytes, or with K/M/G (x1024) as "
+                                  "nccl-tests' -b"),
+    max_bytes: str = typer.Option("64M", "--max-bytes", help="largest message, e.g. 16M, 1G"),
     factor: float = typer.Option(2.0),
     iters: int = typer.Option(20),
     warmup: int = typer.Option(5),
@@ -149,7 +154,8 @@ def probe(
     from tools.probe_worker import FAULT_ENV
 
     params: dict[str, Any] = {
-        "backend": backend, "nproc": nproc, "min_bytes": min_bytes, "max_bytes": max_bytes,
+        "backend": backend, "nproc": nproc, "min_bytes": parse_size(min_bytes, "--min-bytes"),
+        "max_bytes": parse_size(max_bytes, "--max-bytes"),
         "factor": factor, "iters": iters, "warmup": warmup, "timeout": timeout,
         "collective_timeout": collective_timeout, "plot": plot, "nccl_tests": nccl_tests,
         "nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": rdzv_endpoint,
@@ -158,7 +164,53 @@ def probe(
         params["collectives"] = [c.strip() for c in collectives.split(",") if c.strip()]
     # Test-only fault injection: honoured here (the caller's own environment), never by
     # the agent unless NCCLBOT_AGENT_ALLOW_FAULTS=1.
-    _emit(run_local("probe", params, fault=os.environ.get(FAULT_ENV) or None), json_out)
+    with progress_on_stderr(enabled=sys.stderr.isatty()) as on_progress:
+        result = run_local("probe", params, fault=os.environ.get(FAULT_ENV) or None,
+                           on_progress=on_progress)
+    _emit(result, json_out)
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def parse_size(text: str, option: str = "size") -> int:
+    """"16M" -> 16777216 (K/M/G are powers of 1024, as in nccl-tests' -b/-e); plain bytes too."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGB]?)(?:i?B)?\s*", text or "", re.IGNORECASE)
+    if not m:
+        raise typer.BadParameter(f"{text!r} is not a size; use bytes or a number with K, M "
+                                 "or G, e.g. 1024, 64K, 16M, 1G", param_hint=option)
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+
+
+def progress_line(where: dict[str, Any]) -> str:
+    """"step 3/8: all_reduce, 4 MiB (2 ranks)" for a probe's position."""
+    if where.get("step", 0) <= 0:
+        return f"probe starting {where.get('ranks', 0)} rank(s)…"
+    if where.get("collective") == "finish":
+        return f"probe finishing, {where.get('steps')} steps done…"
+    n, unit = float(where.get("bytes") or 0), "B"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            break
+        n /= 1024
+    return (f"probe step {where['step']}/{where.get('steps')}: {where.get('collective')}, "
+            f"{n:g} {unit} ({where.get('ranks')} ranks)")
+
+
+@contextmanager
+def progress_on_stderr(enabled: bool, console: Any = None
+                       ) -> Iterator[Callable[[dict[str, Any]], None] | None]:
+    """A live "probe step k/N" line on stderr while the probe runs (terminals only)."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+
+    con = console or Console(stderr=True)
+    with con.status("probe starting…") as status:
+        yield lambda where: status.update(_e(progress_line(where)))
 
 
 @node_app.command()

@@ -59,6 +59,11 @@ def to_params(tool: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     params = {k: v for k, v in kwargs.items() if k in fields and v is not None}
     if isinstance(params.get("collectives"), str):
         params["collectives"] = [c.strip() for c in params["collectives"].split(",") if c.strip()]
+    for key in ("min_bytes", "max_bytes"):
+        if isinstance(params.get(key), str):
+            from tools.cli import parse_size
+
+            params[key] = parse_size(params[key], f"--{key.replace('_', '-')}")
     return params
 
 

@@ -91,5 +91,7 @@ def progress_text(status: dict[str, Any] | None, user: str) -> str | None:
 
     if prog.get("step", 0) <= 0:
         return f"starting {prog.get('ranks', 0)} rank(s), step 0/{prog.get('steps')}"
+    if prog.get("collective") == "finish":
+        return f"all {prog.get('steps')} steps done, collecting results"
     return (f"step {prog['step']}/{prog.get('steps')}: {prog.get('collective')}, "
             f"{human(prog.get('bytes') or 0)}")

@@ -72,8 +72,43 @@ def test_hung_probe_prints_readably() -> None:
     pytest.importorskip("torch")
     res = CliRunner(env={"COLUMNS": "250", "NCCLBOT_PROBE_FAULT": "hang:rank=1:collective=all_reduce",
                          "GLOO_SOCKET_IFNAME": "lo"}).invoke(node_app, [
-        "probe", "--backend", "gloo", "--nproc", "2", "--min-bytes", "1024", "--max-bytes",
+        "probe", "--backend", "gloo", "--nproc", "2", "--min-bytes", "1K", "--max-bytes",
         "1024", "--iters", "1", "--warmup", "0", "--collectives", "all_reduce",
         "--collective-timeout", "2", "--timeout", "40"])
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
     assert "probe_hang" in res.output and "ranks not finished: [1]" in res.output
+    assert "all_reduce at 1024 bytes" in res.output  # "1K" was read as 1024 bytes
+
+
+def test_sizes_take_nccl_tests_suffixes() -> None:
+    import typer
+
+    from tools.cli import parse_size
+
+    assert [parse_size(t) for t in ("1024", "64K", "16M", "1G", "1.5M", "16MiB", "2gb")] == [
+        1024, 65536, 16 << 20, 1 << 30, 3 << 19, 16 << 20, 2 << 30]
+    with pytest.raises(typer.BadParameter, match="not a size"):
+        parse_size("sixteen")
+    res = CliRunner().invoke(node_app, ["probe", "--backend", "gloo", "--max-bytes", "16Q"])
+    assert res.exit_code == 2 and "not a size" in res.output
+
+
+def test_probe_progress_line_and_stderr_status() -> None:
+    from tools.cli import progress_line, progress_on_stderr
+
+    assert progress_line({"step": 3, "steps": 8, "collective": "all_reduce",
+                          "bytes": 4 << 20, "ranks": 2}) == (
+        "probe step 3/8: all_reduce, 4 MiB (2 ranks)")
+    assert progress_line({"step": 0, "steps": 8, "collective": "init", "bytes": 0,
+                          "ranks": 4}) == "probe starting 4 rank(s)…"
+    with progress_on_stderr(enabled=False) as cb:
+        assert cb is None  # not a terminal: nothing is drawn, the probe gets no listener
+    import io
+
+    from rich.console import Console
+
+    con = Console(file=io.StringIO(), force_terminal=True, width=80)
+    with progress_on_stderr(enabled=True, console=con) as cb:
+        assert cb is not None
+        cb({"step": 2, "steps": 3, "collective": "broadcast", "bytes": 1024, "ranks": 2})
+    assert "probe" in con.file.getvalue()
