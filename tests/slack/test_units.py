@@ -198,3 +198,19 @@ def test_answerer_turns_any_failure_into_an_answer() -> None:
 
     out = make_answerer(load_settings())(Request("", ["rank0.zip"], None, bad_log))
     assert out["verdict"] == "error" and "not a readable zip" in out["text"]
+
+
+def test_probe_progress_text_is_only_for_the_askers_running_probe() -> None:
+    from bot.slack.nodes import progress_text
+
+    running = {"running": True, "holder": "slack:UBOB", "since": "2026-11-23T10:00:00+00:00",
+               "progress": {"step": 3, "steps": 8, "collective": "all_reduce",
+                            "bytes": 4_200_000, "ranks": 8}}
+    assert progress_text(running, "slack:UBOB") == "step 3/8: all_reduce, 4.2 MB"
+    assert progress_text(running, "slack:UEVE") is None  # someone else's probe
+    assert progress_text({"running": False}, "slack:UBOB") is None
+    assert progress_text({**running, "progress": None}, "slack:UBOB") is None
+    start = {**running, "progress": {**running["progress"], "step": 0, "collective": "init"}}
+    assert progress_text(start, "slack:UBOB") == "starting 8 rank(s), step 0/8"
+    done = {**running, "progress": {**running["progress"], "step": 8, "collective": "finish"}}
+    assert progress_text(done, "slack:UBOB") == "all 8 steps done, collecting results"
