@@ -19,7 +19,7 @@ from bot.logs.model import (
     TimeoutRecord,
 )
 from bot.logs.prefixes import LineInfo, clean, parse_line
-from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Trigger
+from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Tally, Trigger
 from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
 #: Exceptions that report a communication failure rather than cause one.
@@ -54,6 +54,8 @@ class _SourceState:
     current: FailureRecord | None = None
     last_error_line: int = -10
     last_nccl: Fact | None = None
+    #: the last NCCL channel/transport line (line number, text): set-up progress
+    last_channel: tuple[int, str] | None = None
 
 
 class Analyzer:
@@ -65,11 +67,13 @@ class Analyzer:
         self._extractor_of: dict[int, str] = {}
         self._signature_of: dict[int, tuple[Card, int]] = {}
         for i, ex in enumerate(EXTRACTORS):
-            triggers.append(Trigger(i, ex.trigger or ex.pattern, ex.ignore_case, ex.after))
+            if ex.kind in COUNT_ONLY:
+                #: Lines that only feed counters (NCCL's channel lines: tens of thousands per
+                #: job) are tallied by the scanner (see `Tally`), never parsed one by one.
+                triggers.append(Trigger(i, ex.pattern, ex.ignore_case, tally=True))
+            else:
+                triggers.append(Trigger(i, ex.trigger or ex.pattern, ex.ignore_case, ex.after))
             self._extractor_of[i] = ex.kind
-        #: Lines that only feed counters (NCCL's channel lines: tens of thousands per job)
-        #: are counted from their text without parsing prefixes or keeping facts.
-        self._count_only = frozenset(i for i, k in self._extractor_of.items() if k in COUNT_ONLY)
         next_id = len(EXTRACTORS)
         for card in self.cards:
             for j, sig in enumerate(card.signatures):
@@ -85,7 +89,10 @@ class Analyzer:
             state = _SourceState(source.name)
             count = LineCount()
             for hit in self.patterns.scan(read_chunks(source, limits), count):
-                self._on_hit(report, state, source.name, hit)
+                if isinstance(hit, Tally):
+                    _on_tally(report, state, hit)
+                else:
+                    self._on_hit(report, state, source.name, hit)
             source.stats.lines = count.lines
             _flush(report, state)
         _finish(report)
@@ -98,11 +105,6 @@ class Analyzer:
         return report
 
     def _on_hit(self, report: LogReport, st: _SourceState, name: str, hit: Hit) -> None:
-        if not hit.context and hit.triggers <= self._count_only:
-            m = BY_KIND["transport"].regex.search(hit.text)
-            if m is not None:
-                _count_transport(report, m.group(1))
-                return
         raw = clean(hit.text)
         info = parse_line(raw)
         text = raw if len(raw) <= MAX_TEXT else raw[:MAX_TEXT] + " [...]"
@@ -263,16 +265,19 @@ def _h_env(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) ->
         report.env.setdefault(name, value.rstrip(".,;"))
 
 
-def _count_transport(report: LogReport, transport: str) -> None:
-    report.transports[transport.split("/")[0]] += 1
+def _count_transport(report: LogReport, transport: str, n: int = 1) -> None:
+    report.transports[transport.split("/")[0]] += n
     if transport.startswith("NET/IB"):
         # NCCL appends /GDRDMA to a network channel that uses GPUDirect RDMA.
-        report.transports["NET/IB+GDRDMA" if "GDRDMA" in transport else "NET/IB-noGDR"] += 1
+        report.transports["NET/IB+GDRDMA" if "GDRDMA" in transport else "NET/IB-noGDR"] += n
 
 
-def _h_transport(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
-    _count_transport(report, fact.fields["transport"])
-    return False
+def _on_tally(report: LogReport, st: _SourceState, tally: Tally) -> None:
+    """NCCL's channel transport lines, counted by the scanner (the only tally trigger)."""
+    for transport, n in tally.counts.items():
+        _count_transport(report, transport, n)
+    if tally.last_line >= (st.last_channel or (0, ""))[0]:
+        st.last_channel = (tally.last_line, tally.last_text)
 
 
 def _h_code_text(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
@@ -379,7 +384,6 @@ _HANDLERS = {
     "cuda_version": _h_version("cuda", "cuda"),
     "nccl_env": _h_env,
     "env_var": _h_env,
-    "transport": _h_transport,
     "nccl_code_text": _h_code_text,
     "nccl_tests_rank": _h_tests_rank,
     "launch_hosts": _h_workers,
@@ -396,6 +400,9 @@ _ORDER = {ex.kind: i for i, ex in enumerate(EXTRACTORS)}
 
 
 def _flush(report: LogReport, st: _SourceState) -> None:
+    if st.last_channel is not None:  # channel lines are set-up progress: keep the last one
+        line, text = st.last_channel
+        report.add_fact(Fact("nccl_setup", {}, Evidence(st.name, line, text[:MAX_TEXT])))
     for rec in report.failures:
         if rec.rank is not None and rec.host:
             rs = report.rank(rec.rank)

@@ -196,7 +196,9 @@ EXTRACTORS: tuple[Extractor, ...] = (
       trigger=r"NCCL WARN |\.(?:cc|cu|h):\d+ WARN |^WARN [\w/.-]+\.(?:cc|cu):\d"),
     E(
         "nccl_setup",
-        r"NCCL INFO (?:Channel \d+/\d+ : \d|Trees \[|NVLS |\d+ coll channels|"
+        # ring-order lines ("Channel 00/02 :    0   1"); the per-channel transport lines
+        # ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC") are counted by `transport` instead
+        r"NCCL INFO (?:Channel \d+/\d+ :\s+\d+ +\d|Trees \[|NVLS |\d+ coll channels|"
         r"Connected all (?:rings|trees)|Setting affinity for GPU)",
         _groups(),
     ),

@@ -5,6 +5,11 @@ card signature). With Hyperscan (x86-64 Linux) one pass over each chunk finds
 all of them at several GB/s; without it, one combined Python regex does the
 same more slowly. Only the lines that matched (and, for a few triggers, the
 line after them) are decoded and handed on, with their 1-based line numbers.
+
+A *tally* trigger is for lines that are only counted (NCCL's per-channel transport
+lines: hundreds of thousands in a big job's log). It stays out of that per-line path:
+one C-level `finditer` per block counts its first group's values and hands on a
+`Tally` with the counts and the last such line.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 try:  # optional accelerator
@@ -31,6 +37,7 @@ class Trigger:
     pattern: str
     ignore_case: bool = False
     after: int = 0  # also hand on this many following lines
+    tally: bool = False  # only count matches (by the pattern's first group); see Tally
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,17 @@ class Hit:
     text: str
     triggers: frozenset[int]
     context: bool = False  # handed on only as the line after a trigger
+
+
+@dataclass(slots=True)
+class Tally:
+    """What one tally trigger counted in one block: values of its first group, and the
+    last line it matched (1-based number and text)."""
+
+    trigger: int
+    counts: Counter[str] = field(default_factory=Counter)
+    last_line: int = 0
+    last_text: str = ""
 
 
 @dataclass(slots=True)
@@ -55,7 +73,10 @@ class PatternSet:
     triggers and the Hyperscan version (compiling takes ~0.3 s; loading it, nothing)."""
 
     def __init__(self, triggers: Iterable[Trigger], cache_dir: Path | None = None) -> None:
-        self.triggers = list(triggers)
+        every = list(triggers)
+        self._tallies = [(t.id, re.compile(t.pattern.encode(), _re_flags(t)))
+                         for t in every if t.tally]
+        self.triggers = [t for t in every if not t.tally]
         self._by_id = {t.id: t for t in self.triggers}
         self._after = {t.id: t.after for t in self.triggers if t.after}
         self._db = None
@@ -76,9 +97,11 @@ class PatternSet:
     def engine(self) -> str:
         return "hyperscan" if self._db is not None else "re"
 
-    def scan(self, chunks: Iterable[bytes], counter: LineCount | None = None) -> Iterator[Hit]:
-        """Hits in order. Chunks are scanned in place; only a line split across two
-        chunks is copied. `counter.lines` holds the number of lines seen when done."""
+    def scan(self, chunks: Iterable[bytes], counter: LineCount | None = None
+             ) -> Iterator[Hit | Tally]:
+        """Hits in order (each block's tallies after its hits). Chunks are scanned in
+        place; only a line split across two chunks is copied. `counter.lines` holds the
+        number of lines seen when done."""
         carry = b""
         count = counter if counter is not None else LineCount()
         for chunk in chunks:
@@ -137,7 +160,24 @@ class PatternSet:
                         add(tid, m.end() if m.end() > m.start() else m.start() + 1)
         return found
 
-    def _scan_block(self, buf: bytes, lo: int, hi: int, count: LineCount) -> Iterator[Hit]:
+    def _tally(self, buf: bytes, lo: int, hi: int, first_line: int) -> Iterator[Tally]:
+        for tid, rx in self._tallies:
+            tally, last = Tally(tid), -1
+            for m in rx.finditer(buf, lo, hi):
+                tally.counts[m.group(1).decode("utf-8", "replace")] += 1
+                last = m.start()
+            if last < 0:
+                continue
+            start = buf.rfind(b"\n", lo, last) + 1 if last > lo else lo
+            end = buf.find(b"\n", last, hi)
+            tally.last_line = first_line + buf.count(b"\n", lo, start)
+            tally.last_text = buf[max(start, lo) : min(end if end >= 0 else hi,
+                                                       start + MAX_TEXT)].decode("utf-8", "replace")
+            yield tally
+
+    def _scan_block(self, buf: bytes, lo: int, hi: int, count: LineCount
+                    ) -> Iterator[Hit | Tally]:
+        tallies = list(self._tally(buf, lo, hi, count.lines + 1)) if self._tallies else []
         found = self._matches(buf, lo, hi)
         wanted: dict[int, tuple[frozenset[int], bool]] = {}
         for start, ids in found.items():
@@ -160,6 +200,7 @@ class PatternSet:
             yield Hit(line, raw.decode("utf-8", "replace"), ids, is_context)
         newlines = buf.count(b"\n", last_pos, hi)
         count.lines = line - 1 + newlines + (0 if buf.endswith(b"\n", lo, hi) else 1)
+        yield from tallies
 
 
 def _cached_hyperscan(triggers: list[Trigger], cache_dir: Path | None

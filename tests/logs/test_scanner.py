@@ -105,3 +105,41 @@ def test_compiled_patterns_are_cached_on_disk(tmp_path: Path) -> None:
     changed = [Trigger(0, r"NCCL WARN (.+)$")]
     PatternSet(changed, tmp_path)  # other triggers: another cache file
     assert len(list(tmp_path.glob("hyperscan-*.db"))) == 2
+
+
+@pytest.mark.parametrize("engine", ["hyperscan", "re"])
+@pytest.mark.parametrize("seed", range(4))
+def test_tally_counts_every_line_once_whatever_the_chunking(seed, engine, monkeypatch):
+    """Tally triggers (NCCL channel lines) are counted per block, never handed on one by one;
+    the totals and the last line match a line-by-line count, and other hits are unchanged."""
+    if engine == "re":
+        monkeypatch.setattr(scanner, "_hs", None)
+    elif scanner._hs is None:
+        pytest.skip("hyperscan not installed on this platform")
+    rng = random.Random(seed)
+    lines = _log(seed).decode().splitlines()
+    for _ in range(400):
+        t = rng.choice(["P2P/IPC/read", "SHM/direct/direct", "NET/IB/0/GDRDMA", "NET/Socket/1"])
+        lines.insert(rng.randrange(len(lines)),
+                     f"[rank{rng.randrange(8)}]: h:1:2 [0] NCCL INFO Channel 03/0 : 2[2] -> "
+                     f"3[3] via {t}")
+    data = "\n".join(lines).encode()
+    tally = Trigger(9, r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+)", tally=True)
+    out = list(PatternSet([*TRIGGERS, tally]).scan(_chunks(data, random.Random(seed))))
+    hits = [h for h in out if isinstance(h, scanner.Hit)]
+    tallies = [h for h in out if isinstance(h, scanner.Tally)]
+    assert [(h.line, h.context) for h in hits] == _reference(data)
+    assert all(9 not in h.triggers for h in hits)
+    total: dict[str, int] = {}
+    for t in tallies:
+        for k, n in t.counts.items():
+            total[k] = total.get(k, 0) + n
+    want: dict[str, int] = {}
+    last = 0
+    for n, line in enumerate(data.decode().split("\n"), start=1):
+        if m := re.search(tally.pattern, line):
+            want[m.group(1)] = want.get(m.group(1), 0) + 1
+            last = n
+    assert total == want and sum(want.values()) == 400
+    final = max(tallies, key=lambda t: t.last_line)
+    assert final.last_line == last and "NCCL INFO Channel" in final.last_text
