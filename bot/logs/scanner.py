@@ -73,10 +73,12 @@ class PatternSet:
     triggers and the Hyperscan version (compiling takes ~0.3 s; loading it, nothing)."""
 
     def __init__(self, triggers: Iterable[Trigger], cache_dir: Path | None = None) -> None:
-        every = list(triggers)
+        self.triggers = list(triggers)
         self._tallies = [(t.id, re.compile(t.pattern.encode(), _re_flags(t)))
-                         for t in every if t.tally]
-        self.triggers = [t for t in every if not t.tally]
+                         for t in self.triggers if t.tally]
+        #: with Hyperscan a tally trigger reports at most one match per block (SINGLEMATCH):
+        #: only blocks that have its lines pay for the counting pass
+        self._tally_ids = frozenset(t.id for t in self.triggers if t.tally)
         self._by_id = {t.id: t for t in self.triggers}
         self._after = {t.id: t.after for t in self.triggers if t.after}
         self._db = None
@@ -86,6 +88,9 @@ class PatternSet:
             self._db, self._slow = _cached_hyperscan(self.triggers, cache_dir)
         else:
             self._slow = list(self.triggers)
+        #: tallies counted in every block (no Hyperscan, or it could not take the pattern)
+        self._always_tally = frozenset(t.id for t in self._slow if t.tally)
+        self._slow = [t for t in self._slow if not t.tally]
         self._slow_re = [(t.id, re.compile(t.pattern.encode(), _re_flags(t))) for t in self._slow]
         self._slow_any = (
             re.compile(b"|".join(f"(?:{t.pattern})".encode() for t in self._slow), re.MULTILINE)
@@ -127,9 +132,12 @@ class PatternSet:
         if carry:
             yield from self._scan_block(carry, 0, len(carry), count)
 
-    def _matches(self, buf: bytes, lo: int, hi: int) -> dict[int, set[int]]:
-        """Map line-start offset -> ids of the triggers that matched on that line."""
+    def _matches(self, buf: bytes, lo: int, hi: int) -> tuple[dict[int, set[int]], set[int]]:
+        """Map line-start offset -> ids of the triggers that matched on that line; and the
+        tally triggers that matched somewhere in the block."""
         found: dict[int, set[int]] = {}
+        tallied: set[int] = set(self._always_tally)
+        tally_ids = self._tally_ids
 
         def add(tid: int, end: int) -> None:
             start = buf.rfind(b"\n", lo, max(end - 1, lo)) + 1 if end > lo else lo
@@ -138,7 +146,10 @@ class PatternSet:
         if self._db is not None:
 
             def on_match(tid: int, _frm: int, to: int, _flags: int, _ctx: object) -> None:
-                add(tid, lo + to)
+                if tid in tally_ids:
+                    tallied.add(tid)
+                else:
+                    add(tid, lo + to)
 
             scratch = getattr(self._local, "scratch", None)
             if scratch is None:
@@ -158,10 +169,13 @@ class PatternSet:
                 for tid, rx in self._slow_re:
                     for m in rx.finditer(buf, lo, hi):
                         add(tid, m.end() if m.end() > m.start() else m.start() + 1)
-        return found
+        return found, tallied
 
-    def _tally(self, buf: bytes, lo: int, hi: int, first_line: int) -> Iterator[Tally]:
+    def _tally(self, buf: bytes, lo: int, hi: int, first_line: int,
+               which: set[int]) -> Iterator[Tally]:
         for tid, rx in self._tallies:
+            if tid not in which:
+                continue
             tally, last = Tally(tid), -1
             for m in rx.finditer(buf, lo, hi):
                 tally.counts[m.group(1).decode("utf-8", "replace")] += 1
@@ -177,8 +191,8 @@ class PatternSet:
 
     def _scan_block(self, buf: bytes, lo: int, hi: int, count: LineCount
                     ) -> Iterator[Hit | Tally]:
-        tallies = list(self._tally(buf, lo, hi, count.lines + 1)) if self._tallies else []
-        found = self._matches(buf, lo, hi)
+        found, tallied = self._matches(buf, lo, hi)
+        tallies = list(self._tally(buf, lo, hi, count.lines + 1, tallied)) if tallied else []
         wanted: dict[int, tuple[frozenset[int], bool]] = {}
         for start, ids in found.items():
             wanted[start] = (frozenset(ids), False)
@@ -261,6 +275,8 @@ def _hs_database(triggers: list[Trigger]) -> object:
 
 def _flags(t: Trigger) -> int:
     flags = _hs.HS_FLAG_MULTILINE
+    if t.tally:
+        flags |= _hs.HS_FLAG_SINGLEMATCH
     if t.ignore_case:
         flags |= _hs.HS_FLAG_CASELESS
     if any(ord(c) > 127 for c in t.pattern):
