@@ -7,8 +7,13 @@ prints MB/s, peak RSS and the ratio of wall times (and of CPU times, which other
 machine hardly moves). Targets: analyzer <= 2x grep's time,
 peak RSS < 256 MB at 1 GB, culprit found.
 
-    python benchmarks/logscan.py                # 100 MB and 1 GB
-    python benchmarks/logscan.py --sizes 100    # just 100 MB
+A second, channel-heavy log (`--channel-heavy-mb`, default 100) has the same culprit but a
+body of NCCL INFO channel lines, as jobs that keep creating communicators (RL weight sync,
+per-layer groups) write with NCCL_DEBUG=INFO: every line is a match, the worst case for
+a scanner that hands matches on one by one.
+
+    python benchmarks/logscan.py                # 100 MB and 1 GB, plus 100 MB channel-heavy
+    python benchmarks/logscan.py --sizes 100 --channel-heavy-mb 0    # just 100 MB
 """
 
 from __future__ import annotations
@@ -37,8 +42,24 @@ def host(rank: int) -> str:
     return f"gpu-node-{rank // 8:03d}"
 
 
-def generate(path: Path, size_mb: int, seed: int = 7) -> None:
-    """Write a log of about size_mb MB with one culprit rank."""
+def channel_line(rng: random.Random, step: int) -> str:
+    r = rng.randrange(RANKS)
+    h, pid, d = host(r), 20000 + r, r % 8
+    via = "P2P/CUMEM/read" if step % 4 else "NET/IB/0/GDRDMA"
+    return (f"[rank{r}]:{h}:{pid}:{pid + 80} [{d}] NCCL INFO Channel {step % 32:02d}/32 : "
+            f"{r}[{d}] -> {(r + 1) % RANKS}[{(d + 1) % 8}] via {via}")
+
+
+def training_line(rng: random.Random, r: int, step: int) -> str:
+    return (f"[rank{r}]:[2025-11-20 0{3 + step // 3600 % 6}:{step // 60 % 60:02d}:"
+            f"{step % 60:02d},{r % 1000:03d}] INFO trainer.py:412 step {step} loss "
+            f"{2.0 + rng.random():.4f} lr 3.0e-04 grad_norm {rng.random():.3f} tokens/s "
+            f"{40000 + rng.randrange(9000)}")
+
+
+def generate(path: Path, size_mb: int, seed: int = 7, channels: bool = False) -> None:
+    """Write a log of about size_mb MB with one culprit rank (body: training lines, or
+    NCCL channel lines with `channels`)."""
     rng = random.Random(seed)
     target = size_mb * 2**20
     with path.open("w", encoding="utf-8") as out:
@@ -61,11 +82,7 @@ def generate(path: Path, size_mb: int, seed: int = 7) -> None:
                 r = rng.randrange(RANKS)
                 if r == CULPRIT and step > 5:
                     continue
-                batch.append(
-                    f"[rank{r}]:[2025-11-20 0{3 + step // 3600 % 6}:{step // 60 % 60:02d}:{step % 60:02d},{r % 1000:03d}] "
-                    f"INFO trainer.py:412 step {step} loss {2.0 + rng.random():.4f} lr 3.0e-04 "
-                    f"grad_norm {rng.random():.3f} tokens/s {40000 + rng.randrange(9000)}"
-                )
+                batch.append(channel_line(rng, step) if channels else training_line(rng, r, step))
             out.write("\n".join(batch) + "\n")
             written = out.tell()
             step += 1
@@ -137,21 +154,26 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1024], help="sizes in MB")
     parser.add_argument("--dir", type=Path, default=None, help="where to write the logs")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--channel-heavy-mb", type=int, default=100,
+                        help="size of the channel-heavy log (0: skip it)")
     args = parser.parse_args()
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="ncclbot-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"{'size':>8} {'analyze s':>10} {'MB/s':>8} {'RSS MB':>8} {'grep s':>8} {'MB/s':>8} "
           f"{'ratio':>6} {'cpu ratio':>9}  culprit  top category  engine")
     try:
-        for size in args.sizes:
-            path = workdir / f"job-{RANKS}ranks-{size}mb.log"
+        runs = [(size, False) for size in args.sizes]
+        if args.channel_heavy_mb > 0:
+            runs.append((args.channel_heavy_mb, True))
+        for size, channels in runs:
+            path = workdir / f"job-{RANKS}ranks-{size}mb{'-channels' if channels else ''}.log"
             if not path.exists():
-                generate(path, size)
+                generate(path, size, channels=channels)
             r = bench(path, args.repeats)
             print(f"{r['size_mb']:7.0f}M {r['analyze_s']:10.2f} {r['analyze_mb_s']:8.0f} "
                   f"{r['analyze_rss_mb']:8.1f} {r['grep_s']:8.2f} {r['grep_mb_s']:8.0f} "
                   f"{r['ratio']:6.2f} {r['cpu_ratio']:9.2f}  {'yes' if r['culprit_found'] else 'NO':7}  "
-                  f"{r['top_category']}  {r['engine']}")
+                  f"{r['top_category']}  {r['engine']}{'  (channel-heavy)' if channels else ''}")
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)

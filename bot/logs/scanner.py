@@ -37,7 +37,7 @@ class Trigger:
     pattern: str
     ignore_case: bool = False
     after: int = 0  # also hand on this many following lines
-    tally: bool = False  # only count matches (by the pattern's first group); see Tally
+    tally: bool = False  # only count matches by the pattern's one group; see Tally
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +176,12 @@ class PatternSet:
         for tid, rx in self._tallies:
             if tid not in which:
                 continue
-            tally, last = Tally(tid), -1
-            for m in rx.finditer(buf, lo, hi):
-                tally.counts[m.group(1).decode("utf-8", "replace")] += 1
-                last = m.start()
-            if last < 0:
+            values = rx.findall(buf, lo, hi)  # the one group's values, collected in C
+            if not values:
                 continue
+            tally = Tally(tid, Counter({k.decode("utf-8", "replace"): n
+                                        for k, n in Counter(values).items()}))
+            last = _last_match(rx, buf, lo, hi)
             start = buf.rfind(b"\n", lo, last) + 1 if last > lo else lo
             end = buf.find(b"\n", last, hi)
             tally.last_line = first_line + buf.count(b"\n", lo, start)
@@ -215,6 +215,22 @@ class PatternSet:
         newlines = buf.count(b"\n", last_pos, hi)
         count.lines = line - 1 + newlines + (0 if buf.endswith(b"\n", lo, hi) else 1)
         yield from tallies
+
+
+def _last_match(rx: re.Pattern[bytes], buf: bytes, lo: int, hi: int) -> int:
+    """Start of the last match of `rx` in buf[lo:hi] (one is known to exist), searching
+    back from the end in growing windows that start at a line boundary."""
+    window = 4096
+    while True:
+        start = max(lo, hi - window)
+        if start > lo:
+            start = buf.rfind(b"\n", lo, start) + 1 or lo
+        last = -1
+        for m in rx.finditer(buf, start, hi):
+            last = m.start()
+        if last >= 0 or start == lo:
+            return last
+        window *= 8
 
 
 def _cached_hyperscan(triggers: list[Trigger], cache_dir: Path | None
