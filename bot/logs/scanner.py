@@ -8,8 +8,9 @@ line after them) are decoded and handed on, with their 1-based line numbers.
 
 A *tally* trigger is for lines that are only counted (NCCL's per-channel transport
 lines: hundreds of thousands in a big job's log). It stays out of that per-line path:
-one C-level `finditer` per block counts its first group's values and hands on a
-`Tally` with the counts and the last such line.
+Hyperscan only says whether a block has such lines (one match per block), then a C-level
+`findall` counts the values of the pattern's one group and a `Tally` with the counts and
+the last such line is handed on.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Hit:
 
 @dataclass(slots=True)
 class Tally:
-    """What one tally trigger counted in one block: values of its first group, and the
+    """What one tally trigger counted in one block: values of its one group, and the
     last line it matched (1-based number and text)."""
 
     trigger: int
