@@ -19,7 +19,7 @@ from typing import Any
 
 import typer
 
-from tools.registry import run_local
+from tools.registry import format_size, run_local
 from tools.result import ToolResult
 
 node_app = typer.Typer(help="Node diagnostics: topology, environment, probe, Xid.",
@@ -190,13 +190,8 @@ def progress_line(where: dict[str, Any]) -> str:
         return f"probe starting {where.get('ranks', 0)} rank(s)…"
     if where.get("collective") == "finish":
         return f"probe finishing, {where.get('steps')} steps done…"
-    n, unit = float(where.get("bytes") or 0), "B"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            break
-        n /= 1024
     return (f"probe step {where['step']}/{where.get('steps')}: {where.get('collective')}, "
-            f"{n:g} {unit} ({where.get('ranks')} ranks)")
+            f"{format_size(int(where.get('bytes') or 0))} ({where.get('ranks')} ranks)")
 
 
 @contextmanager

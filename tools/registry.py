@@ -94,9 +94,9 @@ class ProbeParams(Params):
         nproc = self.nproc or DEFAULT_NPROC[self.backend]
         per_node, limit = nproc * self.max_bytes, MAX_NODE_BYTES[self.backend]
         if per_node > limit:
-            raise ValueError(f"nproc {nproc} x max_bytes {_size(self.max_bytes)} = "
-                             f"{_size(per_node)} of buffers per node; at most {_size(limit)} "
-                             f"for {self.backend} (lower max_bytes or nproc)")
+            raise ValueError(f"nproc {nproc} x max_bytes {format_size(self.max_bytes)} = "
+                             f"{format_size(per_node)} of buffers per node; at most "
+                             f"{format_size(limit)} for {self.backend} (lower max_bytes or nproc)")
         per_step = sum(min(self.max_bytes, self.min_bytes * self.factor ** i)
                        for i in range(steps))
         work = per_step * (self.warmup + self.iters) * len(self.collectives)
@@ -104,12 +104,13 @@ class ProbeParams(Params):
         if work / rate > self.timeout:
             raise ValueError(f"{len(self.collectives)} collective(s) x {self.warmup} warmup + "
                              f"{self.iters} iters over {steps} sizes up to "
-                             f"{_size(self.max_bytes)} moves {_size(int(work))} per rank: over "
-                             f"{work / rate:.0f} s even at {rate / 1e9:g} GB/s, longer than "
-                             f"timeout {self.timeout:g} s (fewer iters, smaller sizes)")
+                             f"{format_size(self.max_bytes)} moves {format_size(int(work))} per "
+                             f"rank: over {work / rate:.0f} s even at {rate / 1e9:g} GB/s, "
+                             f"longer than timeout {self.timeout:g} s (fewer iters, smaller sizes)")
 
 
-def _size(n: int) -> str:
+def format_size(n: int) -> str:
+    """Bytes in binary units as people write them: 4194304 -> "4 MiB", 1000 -> "1000 B"."""
     for unit, scale in (("TiB", 2**40), ("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:g} {unit}"
