@@ -129,12 +129,6 @@ def sweep_position(progress: Mapping[int, Mapping[str, Any] | None],
             "ranks": len(progress)}
 
 
-def _position(p: ProbeParams, out: Path, ranks: Sequence[int]) -> dict[str, Any] | None:
-    seen = {r: None if (out / f"rank{r}.json").exists() else read_json(out / f"rank{r}.progress")
-            for r in ranks if (out / f"rank{r}.progress").exists()}
-    return sweep_position(seen, p.collectives, sweep_sizes(p.min_bytes, p.max_bytes, p.factor))
-
-
 @dataclass
 class Outcome:
     stuck: str | None
@@ -168,42 +162,40 @@ def run_commands(p: ProbeParams, out: Path, commands: Sequence[Command],
                    time.monotonic() - start)
 
 
-def _report_progress(p: ProbeParams, out: Path, ranks: Sequence[int],
-                     on_progress: ProgressFn, last: dict[str, Any] | None) -> dict[str, Any] | None:
-    where = _position(p, out, ranks)
-    if where is not None and where != last:
-        try:
-            on_progress(where)
-        except Exception:  # noqa: BLE001 - a listener's failure must not stop the probe
-            pass
-    return where if where is not None else last
-
-
 def _watch(p: ProbeParams, procs: Sequence[subprocess.Popen[bytes]], out: Path,
            ranks: Sequence[int] | None, start: float,
            on_progress: ProgressFn | None = None) -> str | None:
     first_failure: float | None = None
+    sizes = sweep_sizes(p.min_bytes, p.max_bytes, p.factor)
     last: dict[str, Any] | None = None
     next_report = start
     while any(pr.poll() is None for pr in procs):
         now = time.monotonic()
-        if on_progress is not None and now >= next_report:
-            next_report = now + PROGRESS_EVERY_S
-            last = _report_progress(p, out, ranks if ranks is not None else started_ranks(out),
-                                    on_progress, last)
         if now - start > p.timeout:
             return f"overall timeout of {p.timeout:g} s reached"
+        seen: dict[int, dict[str, Any] | None] = {}  # rank -> progress; None once it reported
         for rank in ranks if ranks is not None else started_ranks(out):
             if (out / f"rank{rank}.json").exists():
+                seen[rank] = None
                 continue
             prog = read_json(out / f"rank{rank}.progress")
             if not prog:
                 continue
+            seen[rank] = prog
             limit = p.collective_timeout + GRACE_S + (
                 INIT_GRACE_S if prog.get("collective") == "init" else 0)
             if time.time() - prog.get("t", time.time()) > limit:
                 return (f"rank {rank} spent over {p.collective_timeout:g} s in "
                         f"{prog.get('collective')} ({prog.get('bytes')} bytes)")
+        if on_progress is not None and now >= next_report:
+            next_report = now + PROGRESS_EVERY_S
+            where = sweep_position(seen, p.collectives, sizes)
+            if where is not None and where != last:
+                last = where
+                try:
+                    on_progress(where)
+                except Exception:  # noqa: BLE001 - a listener's failure must not stop the probe
+                    pass
         if any(pr.poll() not in (None, 0) for pr in procs):
             first_failure = first_failure or now
             if now - first_failure > GRACE_S:
