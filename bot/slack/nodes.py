@@ -51,18 +51,23 @@ def check_target(node: str, tool: str) -> None:
         raise NodeError(f"{node!r} is not a node name", hint="Use a name from the node inventory.")
 
 
+def _agent_client(settings: Settings, node: str, user: str, timeout: float) -> Any:
+    """A signed client for `node`'s agent acting for `user` (a context manager)."""
+    try:
+        from bot.nodes.client import client_for
+        from bot.nodes.inventory import load_inventory
+    except ModuleNotFoundError as exc:
+        raise NodeError(f"node diagnostics are not installed here ({exc.name})",
+                        hint="Install ncclbot[client] on the bot.") from exc
+    target = load_inventory(settings.nodes_file).get(node)
+    return client_for(settings, target, user=user, timeout=timeout)
+
+
 def make_runner(settings: Settings, timeout: float = 660.0) -> NodeRunner:
     """The real runner: inventory lookup, signed call to the node agent as `user`."""
 
     def run(node: str, tool: str, params: dict[str, Any], user: str) -> dict[str, Any]:
-        try:
-            from bot.nodes.client import client_for
-            from bot.nodes.inventory import load_inventory
-        except ModuleNotFoundError as exc:
-            raise NodeError(f"node diagnostics are not installed here ({exc.name})",
-                            hint="Install ncclbot[client] on the bot.") from exc
-        target = load_inventory(settings.nodes_file).get(node)
-        with client_for(settings, target, user=user, timeout=timeout) as client:
+        with _agent_client(settings, node, user, timeout) as client:
             return client.run(tool, params, timeout=timeout).model_dump()
 
     return run
@@ -72,11 +77,7 @@ def make_status_reader(settings: Settings, timeout: float = 5.0) -> ProbeStatus:
     """Asks a node's agent how far its running probe has got (for the status message)."""
 
     def status(node: str, user: str) -> dict[str, Any]:
-        from bot.nodes.client import client_for
-        from bot.nodes.inventory import load_inventory
-
-        target = load_inventory(settings.nodes_file).get(node)
-        with client_for(settings, target, user=user, timeout=timeout) as client:
+        with _agent_client(settings, node, user, timeout) as client:
             return client.probe_status()
 
     return status
