@@ -102,8 +102,12 @@ class Redactor:
     def learn_text(self, text: str) -> None:
         """Register every host, IP and user recognised in `text`."""
         if self.hosts:
-            for kind, value in find_names(strip_secrets(text)):
-                self._add(kind, value)
+            self._learn_names(strip_secrets(text))
+
+    def _learn_names(self, stripped: str) -> None:
+        """`learn_text` for text whose secrets are already stripped."""
+        for kind, value in find_names(stripped):
+            self._add(kind, value)
 
     def learn_structure(self, text: str) -> None:
         """Register the names only `text`'s structure reveals (a log's NCCL prefixes, host
@@ -152,7 +156,7 @@ class Redactor:
         text = strip_secrets(text)
         if not self.hosts:
             return text
-        self.learn_text(text)
+        self._learn_names(text)
         return self._replace_known(text)
 
     def redact_obj(self, obj: Any, key: str | None = None) -> Any:
