@@ -141,8 +141,7 @@ class PatternSet:
         tally_ids = self._tally_ids
 
         def add(tid: int, end: int) -> None:
-            start = buf.rfind(b"\n", lo, max(end - 1, lo)) + 1 if end > lo else lo
-            found.setdefault(max(start, lo), set()).add(tid)
+            found.setdefault(_line_start(buf, lo, end - 1) if end > lo else lo, set()).add(tid)
 
         if self._db is not None:
 
@@ -158,7 +157,7 @@ class PatternSet:
             self._db.scan(memoryview(buf)[lo:hi], match_event_handler=on_match, scratch=scratch)
         if self._slow_re:
             if self._slow_any is not None:
-                starts = {max(buf.rfind(b"\n", lo, m.start()) + 1, lo)
+                starts = {_line_start(buf, lo, m.start())
                           for m in self._slow_any.finditer(buf, lo, hi)}
                 for start in starts:
                     end = buf.find(b"\n", start, hi)
@@ -183,11 +182,11 @@ class PatternSet:
             tally = Tally(tid, Counter({k.decode("utf-8", "replace"): n
                                         for k, n in Counter(values).items()}))
             last = _last_match(rx, buf, lo, hi)
-            start = buf.rfind(b"\n", lo, last) + 1 if last > lo else lo
+            start = _line_start(buf, lo, last)
             end = buf.find(b"\n", last, hi)
             tally.last_line = first_line + buf.count(b"\n", lo, start)
-            tally.last_text = buf[max(start, lo) : min(end if end >= 0 else hi,
-                                                       start + MAX_TEXT)].decode("utf-8", "replace")
+            tally.last_text = buf[start : min(end if end >= 0 else hi,
+                                              start + MAX_TEXT)].decode("utf-8", "replace")
             yield tally
 
     def _scan_block(self, buf: bytes, lo: int, hi: int, count: LineCount
@@ -218,6 +217,11 @@ class PatternSet:
         yield from tallies
 
 
+def _line_start(buf: bytes, lo: int, pos: int) -> int:
+    """Offset where the line holding `pos` begins, not before the block start `lo`."""
+    return max(buf.rfind(b"\n", lo, pos) + 1, lo)
+
+
 def _last_match(rx: re.Pattern[bytes], buf: bytes, lo: int, hi: int) -> int:
     """Start of the last match of `rx` in buf[lo:hi] (one is known to exist), searching
     back from the end in growing windows that start at a line boundary."""
@@ -225,7 +229,7 @@ def _last_match(rx: re.Pattern[bytes], buf: bytes, lo: int, hi: int) -> int:
     while True:
         start = max(lo, hi - window)
         if start > lo:
-            start = buf.rfind(b"\n", lo, start) + 1 or lo
+            start = _line_start(buf, lo, start)
         last = -1
         for m in rx.finditer(buf, start, hi):
             last = m.start()

@@ -143,3 +143,14 @@ def test_tally_counts_every_line_once_whatever_the_chunking(seed, engine, monkey
     assert total == want and sum(want.values()) == 400
     final = max(tallies, key=lambda t: t.last_line)
     assert final.last_line == last and "NCCL INFO Channel" in final.last_text
+
+
+def test_tally_last_line_when_the_block_starts_after_a_long_carried_line():
+    """A block that begins after a carried-over line longer than MAX_TEXT: the last tally
+    line is its first line, and its text must still come back."""
+    tally = Trigger(0, r"via (P2P/[\w/]+)", tally=True)
+    chunks = [b"y" * 10, b"x" * 5000 + b"\nrank0 Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"]
+    out = [h for h in PatternSet([tally]).scan(chunks) if isinstance(h, scanner.Tally)]
+    assert [(t.last_line, t.last_text) for t in out] == [
+        (2, "rank0 Channel 00/0 : 0[0] -> 1[1] via P2P/IPC")]
+    assert out[0].counts == {"P2P/IPC": 1}
