@@ -287,7 +287,7 @@ def _waited_for(report: LogReport, cr: CrossRank) -> list[int]:
     stalls = report.facts.get("hvd_stall", [])
     ready = sorted({r for f in stalls for r in f.fields.get("ready", [])})
     if ready:
-        return [r for r in range(max(ready) + 1) if r not in ready] or []
+        return [r for r in range(max(ready) + 1) if r not in ready]
     timed = cr.timeout_ranks
     if timed and 0 not in timed and (cr.silent_ranks == [0] or cr.lagging == [0]
                                      or (not cr.silent_ranks and min(timed) > 0)):
@@ -548,9 +548,10 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         "ib_completion",
         "nccl_trace",
     )
-    progress_kinds = ("nccl_version", "comm_init", "net_socket", "net_ib", "bootstrap_if",
-                      "nccl_setup", "nccl_tests", "nccl_tests_rank", "nccl_tests_row")
-    started = any(report.has(k) for k in progress_kinds[:-1])
+    started_kinds = ("nccl_version", "comm_init", "net_socket", "net_ib", "bootstrap_if",
+                     "nccl_setup", "nccl_tests", "nccl_tests_rank")
+    progress_kinds = (*started_kinds, "nccl_tests_row")
+    started = any(report.has(k) for k in started_kinds)
     finished = report.has("nccl_tests_avg")  # nccl-tests printed its summary: no hang
     if (not started or finished or any(report.has(k) for k in failure_kinds)
             or _failing_warns(report)):
@@ -637,7 +638,7 @@ def node_facts_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     for f in report.facts.get("gpu_process", []):
         per_gpu.setdefault(f.fields["gpu"], []).append(f)
     crowded = {g: fs for g, fs in per_gpu.items() if len({f.fields["pid"] for f in fs}) >= 3}
-    if crowded and len(crowded) < len(per_gpu) + 1:
+    if crowded:
         gpu, facts = max(crowded.items(), key=lambda kv: len(kv[1]))
         out.append(Signal("device_assignment", 0.55, f"{len(facts)} processes hold memory on "
                           f"GPU {gpu}: ranks did not select their own device", _ev(facts, 3)))

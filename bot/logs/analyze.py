@@ -265,7 +265,7 @@ def _h_env(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) ->
         report.env.setdefault(name, value.rstrip(".,;"))
 
 
-def _count_transport(report: LogReport, transport: str, n: int = 1) -> None:
+def _count_transport(report: LogReport, transport: str, n: int) -> None:
     report.transports[transport.split("/")[0]] += n
     if transport.startswith("NET/IB"):
         # NCCL appends /GDRDMA to a network channel that uses GPUDirect RDMA.
@@ -402,7 +402,7 @@ _ORDER = {ex.kind: i for i, ex in enumerate(EXTRACTORS)}
 def _flush(report: LogReport, st: _SourceState) -> None:
     if st.last_channel is not None:  # channel lines are set-up progress: keep the last one
         line, text = st.last_channel
-        report.add_fact(Fact("nccl_setup", {}, Evidence(st.name, line, text[:MAX_TEXT])))
+        report.add_fact(Fact("nccl_setup", {}, Evidence(st.name, line, text)))
     for rec in report.failures:
         if rec.rank is not None and rec.host:
             rs = report.rank(rec.rank)

@@ -222,8 +222,7 @@ EXTRACTORS: tuple[Extractor, ...] = (
     E("bootstrap_if", r"Bootstrap ?: Using (\S+)", _groups("interface"),
       trigger=r"Bootstrap ?: Using "),
     E("using_network", r"Using network (\w+)", _groups("network"), trigger=r"Using network "),
-    E("transport", r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+)", _groups("transport"),
-      trigger=r"via (?:P2P|SHM|NET)/"),
+    E("transport", r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+)", _groups("transport")),
     E(
         "comm_init",
         r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId (\w+)",
