@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.logs.crossrank import CrossRank
+from bot.logs.crossrank import EXITED_SILENTLY, CrossRank
 from bot.logs.model import Evidence, Fact, LogReport
 
 
@@ -145,7 +145,7 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                           "shared memory (/dev/shm) ran out", _ev(bus)))
         out.append(Signal("rank_crashed", 0.3, "a rank died of SIGBUS", _ev(bus)))
     first = cr.first_failure
-    if first is not None and "without reporting a watchdog timeout" in first.reason:
+    if first is not None and EXITED_SILENTLY in first.reason:
         out.append(Signal("rank_crashed", 0.55 + boost, f"rank {first.rank} {first.reason}",
                           first.evidence))
     rs = report.ranks.get(first.rank) if first and first.rank is not None else None

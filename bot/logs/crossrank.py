@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 
 from bot.logs.model import Evidence, LogReport, TimeoutRecord
 
+#: How a first failure reads when a local rank exited without reporting the timeout the
+#: others reported (rules match on it: keep the wording in this one place).
+EXITED_SILENTLY = "without reporting a watchdog timeout"
+
 
 @dataclass
 class Suspect:
@@ -100,7 +104,7 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         for fact in report.facts.get("exit_code", []):
             lr, code = fact.fields.get("local_rank"), fact.fields.get("code")
             if lr is not None and code not in (None, 0) and lr not in by_rank:
-                reason = f"exited with code {code} without reporting a watchdog timeout"
+                reason = f"exited with code {code} {EXITED_SILENTLY}"
                 out.first_failure = Suspect(lr, None, reason, 0.85, [fact.ev])
                 add(lr, None, reason, 0.85, [fact.ev])
                 break
