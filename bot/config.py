@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         return self.index_dir or self.data_dir / "index"
 
     @property
+    def cache_dir(self) -> Path:
+        """Compiled artefacts kept between runs (the log scanner's pattern database)."""
+        return self.data_dir / "cache"
+
+    @property
     def state_db(self) -> Path:
         return self.sqlite_path or self.data_dir / "ncclbot.sqlite3"
 

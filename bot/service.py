@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from bot.answer import build_answer
@@ -35,7 +34,7 @@ def analyze_sources(
 ) -> tuple[LogReport, Diagnosis]:
     cards = list(cards if cards is not None else bundled_cards())
     limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
-    cache = Path(settings.data_dir) / "cache" if settings else None
+    cache = settings.cache_dir if settings else None
     report = analyzer_for(cards, cache).analyze(sources, limits)
     return report, diagnose(report, cards)
 

@@ -222,7 +222,7 @@ def warm(settings: Settings) -> float:
     from bot.service import bundled_cards
 
     cards = list(bundled_cards())
-    analyzer_for(cards)
+    analyzer_for(cards, settings.cache_dir)
     if question_aware(settings):
         from bot.retrieval.search import get_retriever
 
