@@ -11,7 +11,6 @@ ranks measured. torch is never imported here: only the workers import it.
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import socket
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from typing import Any
 
 from tools.baselines import baseline_findings
 from tools.busbw import sweep_sizes
+from tools.netaddr import is_loopback_ip
 from tools.probe_launch import (
     Command,
     ProgressFn,
@@ -127,16 +127,10 @@ def torchrun_argv(p: ProbeParams, sizes: list[int], nproc: int, out: Path) -> li
             "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
             "--rdzv-endpoint", str(p.rdzv_endpoint), "--rdzv-id", p.rdzv_id,
             "--rdzv-conf", conf, "--max-restarts", "0"]
-    if _is_loopback(host):  # every "node" is this machine: keep all traffic on loopback
+    # every "node" is this machine: keep all traffic on loopback
+    if host == "localhost" or is_loopback_ip(host):
         argv += ["--local-addr", host]
     return [*argv, "-m", "tools.probe_worker", *worker_args(p, sizes, out)]
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def _run_torchrun(p: ProbeParams, sizes: list[int], nproc: int, out: Path, fault: str | None,

@@ -7,7 +7,6 @@ the app, and writes exactly one audit line per request, allowed or not.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -18,6 +17,7 @@ from starlette.responses import JSONResponse
 
 from tools.agent.audit import AuditLog
 from tools.agent.auth import START_SKEW_S, AuthError, NonceCache, verify
+from tools.netaddr import is_loopback_ip
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -39,13 +39,6 @@ def _split(authority: str) -> tuple[str, int | None] | None:
         return (parts.hostname or "", parts.port)
     except ValueError:
         return None
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class TargetCheck:
@@ -77,7 +70,7 @@ class TargetCheck:
         if (port or {"http": 80, "https": 443}.get(scheme)) != local_port:
             return False
         return (host == local_host or host in self.hostnames
-                or (host == "localhost" and _is_loopback(local_host)))
+                or (host == "localhost" and is_loopback_ip(local_host)))
 
 
 class Guard:
