@@ -212,7 +212,7 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
     from bot.config import load_settings
     from bot.logs.sources import expand_inputs
     from bot.retrieval.search import get_retriever
-    from bot.service import analyze_sources, bundled_cards
+    from bot.service import add_source_notes, analyze_sources, bundled_cards
 
     settings = settings or load_settings()
     out_lang = resolve_lang(question, lang)
@@ -227,7 +227,4 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
     hits = retriever.search(question, 8, base)
     answer = compose(question, cards, hits, out_lang, report, base,
                      retriever.sparse.distinctive(DISTINCTIVE_DF))
-    if report is not None:
-        for src in report.sources:
-            answer.setdefault("notes", []).extend(f"{src.name}: {p}" for p in src.problems)
-    return answer
+    return add_source_notes(answer, report) if report is not None else answer

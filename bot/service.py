@@ -48,13 +48,26 @@ def analyze_paths(
     """Analyze log files (or '-' for stdin) and return the answer dict."""
     cards = list(bundled_cards())
     report, diagnosis = analyze_sources(expand_inputs(paths, stdin), settings, cards)
-    answer = build_answer(diagnosis, cards, report, lang)
-    for src in report.sources:
-        answer.setdefault("notes", []).extend(f"{src.name}: {p}" for p in src.problems)
+    return answer_from_analysis(report, diagnosis, cards, lang)
+
+
+def answer_from_analysis(report: LogReport, diagnosis: Diagnosis, cards: Sequence[Card],
+                         lang: str = "both", brief: bool = False) -> dict[str, Any]:
+    """The answer from the logs alone, with what went wrong reading them and, when nothing
+    was found, what was read (`brief`: without listing what was looked for)."""
+    answer = add_source_notes(build_answer(diagnosis, list(cards), report, lang), report)
     if diagnosis.verdict == "no_evidence":
+        looked_for = "" if brief else (" (no NCCL errors, watchdog timeouts, tracebacks or "
+                                       "signals)")
         answer.setdefault("notes", []).append(
             f"read {report.total_bytes} bytes, {report.total_lines} lines from "
-            f"{len(report.sources)} file(s) and found no failure evidence (no NCCL errors, "
-            "watchdog timeouts, tracebacks or signals)."
+            f"{len(report.sources)} file(s) and found no failure evidence{looked_for}."
         )
+    return answer
+
+
+def add_source_notes(answer: dict[str, Any], report: LogReport) -> dict[str, Any]:
+    """Each input's reading problems (skipped zip members, decoding, limits) as notes."""
+    for src in report.sources:
+        answer.setdefault("notes", []).extend(f"{src.name}: {p}" for p in src.problems)
     return answer

@@ -193,23 +193,10 @@ def ask_with(question: str, analysis: Analysis | None, settings: Settings) -> di
 
 def analysis_answer(analysis: Analysis) -> dict[str, Any]:
     """The answer from the logs alone (no question, no retrieval)."""
-    from bot.answer import build_answer
-    from bot.service import bundled_cards
+    from bot.service import answer_from_analysis, bundled_cards
 
     report, diagnosis = analysis
-    answer = _with_problems(build_answer(diagnosis, list(bundled_cards()), report, "both"),
-                            report)
-    if diagnosis.verdict == "no_evidence":
-        answer.setdefault("notes", []).append(
-            f"read {report.total_bytes} bytes, {report.total_lines} lines from "
-            f"{len(report.sources)} file(s) and found no failure evidence.")
-    return answer
-
-
-def _with_problems(answer: dict[str, Any], report: LogReport | None) -> dict[str, Any]:
-    for src in report.sources if report is not None else ():
-        answer.setdefault("notes", []).extend(f"{src.name}: {p}" for p in src.problems)
-    return answer
+    return answer_from_analysis(report, diagnosis, bundled_cards(), "both", brief=True)
 
 
 def warm(settings: Settings) -> float:
