@@ -95,11 +95,14 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
                                 f"NCCLBOT_LLM_PROVIDER); {DETERMINISTIC}"])
 
     notes: list[str] = []
-    try:
-        redactor.learn("HOST", inventory_names(settings))
-    except NcclbotError as exc:
-        notes.append(f"node inventory not read ({exc.message}); node tools and probes "
-                     "will fail until NCCLBOT_NODES_FILE is fixed")
+    inventory = None
+    if settings.nodes_file is not None:
+        try:
+            inventory = load_nodes(settings)
+        except NcclbotError as exc:
+            notes.append(f"node inventory not read ({exc.message}); node tools and probes "
+                         "will fail until NCCLBOT_NODES_FILE is fixed")
+    redactor.learn("HOST", inventory_names(inventory))
     cards = {c.id: c for c in bundled_cards()}
     ctx = ToolContext(settings=settings, cards=cards, state=state, redactor=redactor,
                       nodes=nodes or ClientNodeBackend(settings), lang=lang, analyze=analyze)
@@ -122,7 +125,7 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
         return finish_fallback([*notes, *run.notes,
                                 f"the LLM gave no usable answer; {DETERMINISTIC}"])
 
-    outcome = _validate(run.answer, ctx)
+    outcome = _validate(run.answer, ctx, list(inventory.nodes) if inventory else [])
     notes.extend([*run.notes, *redactor.restore_obj(outcome.notes)])
     if not outcome.grounded:
         return finish_fallback([*notes, "nothing in the LLM's answer could be grounded in "
@@ -147,8 +150,9 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     return answer
 
 
-def _validate(answer: AgentAnswer, ctx: ToolContext) -> Any:
-    """Validate the model's answer (in placeholder space, as the model saw everything)."""
+def _validate(answer: AgentAnswer, ctx: ToolContext, node_names: Sequence[str]) -> Any:
+    """Validate the model's answer (in placeholder space, as the model saw everything);
+    `node_names`: the inventory's nodes (none when it is missing or unreadable)."""
     state, redactor = ctx.state, ctx.redactor
     analyzed = state.analyzed_files()
     read_line = line_reader({n: p for n, p in state.attachments.items() if n in state.log_files})
@@ -171,17 +175,9 @@ def _validate(answer: AgentAnswer, ctx: ToolContext) -> Any:
                         for f, lines in state.evidence.items()},
         presets=PROBE_PRESETS,
         analyzed_files={redactor.redact(f) for f in analyzed},
-        known_nodes={redactor.redact(n) for n in _node_names(ctx.settings)},
+        known_nodes={redactor.redact(n) for n in node_names},
         all_card_ids=list(ctx.cards),
     )
-
-
-def _node_names(settings: Settings) -> list[str]:
-    """The inventory's node names; none when there is no readable inventory (already noted)."""
-    try:
-        return list(load_nodes(settings).nodes)
-    except NcclbotError:
-        return []
 
 
 def _merge_probes(state: ThreadState, probes: Sequence[ProbeSuggestion]) -> None:

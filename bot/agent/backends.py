@@ -59,12 +59,11 @@ def error_text(exc: Any) -> str:
     return f"{exc.message}. {exc.hint}" if exc.hint else str(exc.message)
 
 
-def inventory_names(settings: Settings) -> list[str]:
-    """Node names, their hosts and group names (to hide from the model); NcclbotError when
-    the inventory cannot be read. Empty when none is configured."""
-    if settings.nodes_file is None:
+def inventory_names(inv: Inventory | None) -> list[str]:
+    """Node names, their hosts and group names (to hide from the model); none without an
+    inventory."""
+    if inv is None:
         return []
-    inv = load_nodes(settings)
     return [*inv.nodes, *(n.host for n in inv.nodes.values()), *inv.groups]
 
 
