@@ -7,6 +7,7 @@ flagged (`Rendered.truncated`) so the caller attaches the full report as a file.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,13 +146,30 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> d
     return b
 
 
+def root_causes(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer's ranked root causes (none when it has no diagnosis)."""
+    return answer.get("diagnosis", {}).get("root_causes") or []
+
+
+def others(candidates: Sequence[dict[str, Any]], answer: dict[str, Any]
+           ) -> list[dict[str, Any]]:
+    """The candidates (earlier answers' causes) that this answer does not list."""
+    shown = {(rc.get("category"), rc.get("card")) for rc in root_causes(answer)}
+    return [c for c in candidates if (c.get("category"), c.get("card")) not in shown]
+
+
+def proposed_probes(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The agent's suggested probes that name a node and are still only proposed."""
+    return [s for s in answer.get("suggested_probes") or []
+            if s.get("node") and s.get("status", "proposed") == "proposed"]
+
+
 def probe_targets(answer: dict[str, Any], limit: int = 4) -> list[tuple[str, str, str]]:
     """(tool, node, preset) for the probe buttons: the agent's suggestions first, then the
     hosts the analysis names (quick preset), without repeats."""
     out: list[tuple[str, str, str]] = []
-    for s in answer.get("suggested_probes") or []:
-        if s.get("node") and s.get("status", "proposed") == "proposed":
-            out.append(("probe", str(s["node"]), str(s.get("preset") or "quick")))
+    for s in proposed_probes(answer):
+        out.append(("probe", str(s["node"]), str(s.get("preset") or "quick")))
     probes = answer.get("probes") or []
     tool = "probe" if "probe" in probes or not probes else probes[0]
     out += [(tool, node, "quick") for node in nodes_named(answer)]
@@ -168,7 +186,7 @@ def answer_buttons(answer: dict[str, Any], answer_id: str, more_causes: bool = F
                                json.dumps({"node": node, "tool": tool, "preset": preset,
                                            "a": answer_id}),
                                "primary" if i == 0 else None))
-    if more_causes or len(answer.get("diagnosis", {}).get("root_causes") or []) > 1:
+    if more_causes or len(root_causes(answer)) > 1:
         elements.append(button("Other possible causes", ACTION_OTHER, answer_id))
     elements.append(button("👍 Helpful", ACTION_UP, answer_id))
     elements.append(button("👎 Not helpful", ACTION_DOWN, answer_id))
@@ -178,8 +196,7 @@ def answer_buttons(answer: dict[str, Any], answer_id: str, more_causes: bool = F
 def suggested_text(answer: dict[str, Any]) -> str:
     rows = [f"• `probe {esc(str(s.get('preset') or 'quick'))}` on `{esc(str(s['node']))}`"
             + (f": {esc(str(s['reason']))}" if s.get("reason") else "")
-            for s in answer.get("suggested_probes") or []
-            if s.get("node") and s.get("status", "proposed") == "proposed"]
+            for s in proposed_probes(answer)]
     return "*Suggested diagnostics* (on-call can run them below)\n" + "\n".join(rows) \
         if rows else ""
 
@@ -214,13 +231,12 @@ def render_other_causes(answer: dict[str, Any], lang: str = "both",
                         earlier: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()
                         ) -> Rendered:
     """The answer's other root causes, then candidates earlier answers in the thread had."""
-    causes = answer.get("diagnosis", {}).get("root_causes") or []
+    causes = root_causes(answer)
     texts = ["*Other possible causes*"] + [cause_text(rc, n, lang) + _rc_steps(rc, lang)
                                            for n, rc in enumerate(causes[1:], 2)]
-    shown = {(rc.get("category"), rc.get("card")) for rc in causes}
     rows = [f"• {esc(_pick(c.get('title'), lang) or str(c.get('category')))}  ·  "
             f"`{c.get('category')}`  ·  confidence {float(c.get('confidence') or 0):.0%}"
-            for c in earlier if (c.get("category"), c.get("card")) not in shown]
+            for c in others(earlier, answer)]
     if rows:
         texts.append("*Also considered earlier in this thread*\n" + "\n".join(rows[:10]))
     if len(causes) < 2 and not rows:
@@ -259,7 +275,7 @@ def assemble(texts: list[str], actions: dict[str, Any] | None, notes: list[str],
 def full_report(answer: dict[str, Any]) -> str:
     """The whole answer as Markdown, for the attached file."""
     lines = [f"# {answer.get('summary', '')}", ""]
-    for n, rc in enumerate(answer.get("diagnosis", {}).get("root_causes") or [], 1):
+    for n, rc in enumerate(root_causes(answer), 1):
         lines.append(f"## {n}. {rc.get('category')} ({float(rc.get('confidence') or 0):.0%})"
                      f" card {rc.get('card')}")
         lines += [f"- {_pick(rc.get('title'), 'both')}", ""]

@@ -84,8 +84,8 @@ class Conversation:
             if new:
                 notes.append("Accepted: " + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
             notes += earlier_notes(ctx, answer)
-            rendered = blocks.render_answer(answer, lang, answer_id, notes,
-                                            more_causes=bool(others(ctx.candidates, answer)))
+            more = bool(blocks.others(ctx.candidates, answer))
+            rendered = blocks.render_answer(answer, lang, answer_id, notes, more_causes=more)
             status.finish(rendered)
             if rendered.truncated:
                 self.attach_report(client, status.channel, thread_ts, answer)
@@ -187,15 +187,11 @@ class Conversation:
         self.deps.store.save_context(channel, thread_ts, ctx)
 
 
-def _causes(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    return answer.get("diagnosis", {}).get("root_causes") or []
-
-
 def merge_candidates(old: list[dict[str, Any]], answer: dict[str, Any], keep: int = 10
                      ) -> list[dict[str, Any]]:
     """Every root cause proposed in the thread so far, best confidence each, best first."""
     best = {(c.get("category"), c.get("card")): c for c in old}
-    for rc in _causes(answer):
+    for rc in blocks.root_causes(answer):
         c = {k: rc.get(k) for k in ("category", "card", "confidence", "title")}
         k = (c["category"], c["card"])
         if k not in best or float(c["confidence"] or 0) > float(best[k].get("confidence") or 0):
@@ -203,17 +199,11 @@ def merge_candidates(old: list[dict[str, Any]], answer: dict[str, Any], keep: in
     return sorted(best.values(), key=lambda c: -float(c.get("confidence") or 0))[:keep]
 
 
-def others(candidates: list[dict[str, Any]], answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """The thread's earlier candidates that this answer does not list."""
-    shown = {(rc.get("category"), rc.get("card")) for rc in _causes(answer)}
-    return [c for c in candidates if (c.get("category"), c.get("card")) not in shown]
-
-
 def earlier_notes(ctx: ThreadContext, answer: dict[str, Any]) -> list[str]:
     """A follow-up whose leading cause differs from the thread's best so far says so."""
     if not ctx.candidates or not ctx.last_answer_id:
         return []
-    top, causes = ctx.candidates[0], _causes(answer)
+    top, causes = ctx.candidates[0], blocks.root_causes(answer)
     if causes and (causes[0].get("category"), causes[0].get("card")) == (
             top.get("category"), top.get("card")):
         return []

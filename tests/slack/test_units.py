@@ -128,7 +128,8 @@ def test_render_agent_explanation_and_suggested_probes() -> None:
 
 
 def test_candidates_are_merged_and_offered() -> None:
-    from bot.slack.conversation import earlier_notes, merge_candidates, others
+    from bot.slack.blocks import others
+    from bot.slack.conversation import earlier_notes, merge_candidates
     from bot.slack.store import ThreadContext
 
     def ans(*causes: tuple[str, str, float]) -> dict:
