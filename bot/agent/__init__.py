@@ -38,18 +38,20 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     settings = settings or load_settings()
     lang = kwargs.get("lang", "both")
     if settings.llm_provider is None and kwargs.get("model") is None:
+        from bot.agent.backends import DETERMINISTIC, NO_PROVIDER
+
         return _deterministic(question, attachments, settings, lang,
-                              "LLM unavailable (no provider configured: set "
-                              "NCCLBOT_LLM_PROVIDER); this is the deterministic answer.")
+                              f"{NO_PROVIDER}; {DETERMINISTIC}")
     try:
         from bot.agent.agent import respond as run
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in LLM_EXTRA:
             raise
+        from bot.agent.backends import DETERMINISTIC
+
         return _deterministic(question, attachments, settings, lang,
                               f"LLM unavailable (the `llm` extra is not installed: no module "
-                              f"{exc.name!r}; pip install 'ncclbot[llm]'); this is the "
-                              "deterministic answer.")
+                              f"{exc.name!r}; pip install 'ncclbot[llm]'); {DETERMINISTIC}")
     return run(question, attachments, thread_id, settings, confirm_probe, **kwargs)
 
 

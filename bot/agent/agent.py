@@ -19,6 +19,8 @@ from langgraph.errors import GraphRecursionError
 from bot.agent.answer_model import AgentAnswer, ProbeSuggestion
 from bot.agent.attachments import learn_attachment_names
 from bot.agent.backends import (
+    DETERMINISTIC,
+    NO_PROVIDER,
     ClientNodeBackend,
     NodeBackend,
     fallback_answer,
@@ -49,7 +51,6 @@ from bot.service import bundled_cards
 #: The whole answer may take this many per-call timeouts and per-call token caps.
 DEADLINE_CALLS = 3
 TOKEN_CALLS = 4
-DETERMINISTIC = "this is the deterministic answer."
 ConfirmProbe = Callable[[dict[str, Any]], bool]
 
 
@@ -91,8 +92,7 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     except ProviderError as exc:
         return finish_fallback([f"LLM unavailable ({exc}); {DETERMINISTIC}"])
     if chat is None:
-        return finish_fallback(["LLM unavailable (no provider configured: set "
-                                f"NCCLBOT_LLM_PROVIDER); {DETERMINISTIC}"])
+        return finish_fallback([f"{NO_PROVIDER}; {DETERMINISTIC}"])
 
     notes: list[str] = []
     inventory = None

@@ -47,6 +47,11 @@ def fallback_answer(question: str, log_paths: Sequence[str], lang: str, settings
     return answer
 
 
+#: How every fallback note ends, and the note when no provider is configured.
+DETERMINISTIC = "this is the deterministic answer."
+NO_PROVIDER = "LLM unavailable (no provider configured: set NCCLBOT_LLM_PROVIDER)"
+
+
 def load_nodes(settings: Settings) -> Inventory:
     """The node inventory (NCCLBOT_NODES_FILE); NcclbotError when there is none or it is bad."""
     from bot.nodes.inventory import load_inventory
