@@ -1,15 +1,22 @@
-"""Diagnosis accuracy on labelled real cases, through `analyze` and `ask --log`.
+"""Diagnosis accuracy on real incidents: the dev corpus (grouped CV), the sealed set, eval cases.
 
-A case is a YAML file with `log`, `category`, optional `secondary` (also accepted) and optional
-`question` / `question_zh` (the form of `../shared/eval/cases/` and `tests/fixtures/cases/`).
 A case counts at top-1 when the first root cause's category is the case's category or one of
-its secondary ids, at top-3 when any of the first three is. Each case runs through
+its secondary ids, at top-3 when any of the first three is. Three rankings are measured:
 
-- `analyze`: the log alone;
-- `ask en` / `ask zh`: the question (English / Chinese) with the log, when the case has one.
+- `rules`: card signatures and structural rules only (the ranking before the corpus);
+- `nearest`: the nearest-incident vote alone;
+- `fused`: both, as `ncclbot analyze` ranks (the shipped `Fusion` settings).
 
-    .venv/bin/python benchmarks/eval_cases.py                      # ../shared/eval/cases if present
-    .venv/bin/python benchmarks/eval_cases.py tests/fixtures/cases --misses
+On the dev corpus (`knowledge/incidents` less the sealed ids) every case is ranked with an
+index built without its own thread: grouped 5-fold CV with the shipped settings, nested CV
+(settings tuned inside each training split; `--nested`), and leave-one-repo-out. The sealed
+set (`--sealed`) is ranked with an index of the whole dev corpus; run it once per stop.
+Folders of eval cases (`../shared/eval/cases` by default) run through `analyze` and `ask`.
+
+    .venv/bin/python benchmarks/eval_cases.py                   # dev CV + ../shared/eval
+    .venv/bin/python benchmarks/eval_cases.py --nested --tune   # nested CV; best settings on dev
+    .venv/bin/python benchmarks/eval_cases.py --sealed          # the sealed figure (once a stop)
+    .venv/bin/python benchmarks/eval_cases.py --folders DIR     # any folder of case YAMLs
 """
 
 from __future__ import annotations
@@ -24,10 +31,53 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DEFAULT_DIRS = (ROOT.parent / "shared" / "eval" / "cases", ROOT / "tests" / "fixtures" / "cases")
+SHARED_EVAL = ROOT.parent / "shared" / "eval" / "cases"
+
+from bot.diagnosis.engine import Fusion  # noqa: E402
+from bot.diagnosis.evaluate import (  # noqa: E402
+    MODES,
+    Score,
+    cross_validate,
+    evaluate,
+    fold_indexes,
+    grid,
+    leave_one_repo_out,
+    nested_cv,
+    tune,
+)
+from bot.diagnosis.nearest import IncidentIndex  # noqa: E402
+from bot.knowledge.incidents import Incident, load_incidents, load_sealed  # noqa: E402
+from bot.logs.model import LogReport  # noqa: E402
 
 
-def load_cases(folder: Path) -> list[dict]:
+def analyze_all(incidents: list[Incident]) -> dict[str, LogReport]:
+    from bot.logs.analyze import analyzer_for
+    from bot.logs.sources import text_source
+    from bot.service import bundled_cards
+
+    analyzer = analyzer_for(bundled_cards())
+    return {i.id: analyzer.analyze([text_source(f"{i.id}.log", i.log)]) for i in incidents}
+
+
+def line(label: str, score: Score) -> str:
+    return (f"{label:44s} cases {score.n:3d}  top-1 {round(score.top1 * score.n):3d} "
+            f"({score.top1:.0%})  top-3 {round(score.top3 * score.n):3d} ({score.top3:.0%})")
+
+
+def per_category(scores: dict[str, Score]) -> list[str]:
+    cats = sorted({c for s in scores.values() for c in s.by_category()})
+    out = [f"    {'category':24s} {'n':>3s}  " + "  ".join(f"{m:>13s}" for m in scores)]
+    for cat in cats:
+        cells = []
+        for s in scores.values():
+            n, a, b = s.by_category().get(cat, (0, 0, 0))
+            cells.append(f"{a:3d}/{b:3d} of {n:3d}")
+        n = next(iter(scores.values())).by_category().get(cat, (0, 0, 0))[0]
+        out.append(f"    {cat:24s} {n:3d}  " + "  ".join(cells))
+    return out
+
+
+def folder_cases(folder: Path) -> list[dict]:
     cases = []
     for path in sorted(folder.glob("*.yaml")):
         case = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -37,27 +87,19 @@ def load_cases(folder: Path) -> list[dict]:
     return cases
 
 
-def score(categories: list[str], case: dict) -> tuple[bool, bool]:
-    """(top-1 hit, top-3 hit) for a ranked list of categories."""
-    ok = {case["category"], *(case.get("secondary") or [])}
-    return bool(categories[:1]) and categories[0] in ok, bool(ok & set(categories[:3]))
-
-
-MODES = ("analyze", "ask en", "ask zh")
-
-
-def run(cases: list[dict], data_dir: str, modes: tuple[str, ...] = MODES
-        ) -> dict[str, list[tuple[str, list[str], bool, bool]]]:
+def run_folder(cases: list[dict], modes: tuple[str, ...]) -> dict[str, tuple[int, int, int]]:
+    """(cases, top-1, top-3) per mode: `analyze` on the log; `ask en|zh` with the question."""
     from bot.ask import answer_question
     from bot.config import Settings
     from bot.service import analyze_paths
 
-    settings = Settings(data_dir=data_dir)
-    results: dict[str, list[tuple[str, list[str], bool, bool]]] = {m: [] for m in MODES}
+    out: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(data_dir=tmp)
         for case in cases:
             log = Path(tmp) / (Path(case["_file"]).stem + ".log")
             log.write_text(case["log"], encoding="utf-8")
+            ok = {case["category"], *(case.get("secondary") or [])}
             runs = {"analyze": lambda log=log: analyze_paths([str(log)], settings)}
             if case.get("question"):
                 runs["ask en"] = lambda q=case["question"], log=log: answer_question(
@@ -69,42 +111,89 @@ def run(cases: list[dict], data_dir: str, modes: tuple[str, ...] = MODES
                 if mode not in modes:
                     continue
                 cats = [rc["category"] for rc in fn()["diagnosis"]["root_causes"]]
-                results[mode].append((case["_file"], cats, *score(cats, case)))
-    return {m: rows for m, rows in results.items() if rows}
+                row = out.setdefault(mode, [0, 0, 0])
+                row[0] += 1
+                row[1] += bool(cats) and cats[0] in ok
+                row[2] += bool(ok & set(cats[:3]))
+    return {m: (r[0], r[1], r[2]) for m, r in out.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folders", nargs="*", type=Path)
-    ap.add_argument("--data-dir", help="index location (default: a temporary directory)")
-    ap.add_argument("--misses", action="store_true", help="list the cases missed at top-1")
-    ap.add_argument("--modes", default=",".join(MODES),
-                    help="comma-separated: analyze, ask en, ask zh")
+    ap.add_argument("--incidents", type=Path, help="corpus folder (default: the bundled one)")
+    ap.add_argument("--folders", nargs="*", type=Path, help="eval case folders "
+                    "(default: ../shared/eval/cases when present)")
+    ap.add_argument("--sealed", action="store_true", help="also score the sealed set (once!)")
+    ap.add_argument("--nested", action="store_true", help="nested CV (tunes inside each split)")
+    ap.add_argument("--tune", action="store_true", help="print the best settings on all of dev")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--by-category", action="store_true")
+    ap.add_argument("--misses", action="store_true", help="dev misses (never the sealed ones)")
+    ap.add_argument("--modes", default="analyze,ask en,ask zh", help="for eval case folders")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    folders = args.folders or [d for d in DEFAULT_DIRS if d.is_dir()][:1]
-    if not folders:
-        sys.exit("no case folders: pass one, e.g. tests/fixtures/cases")
-    summary = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for folder in folders:
-            cases = load_cases(folder)
-            if not cases:
-                sys.exit(f"no cases (YAML with log and category) in {folder}")
-            results = run(cases, args.data_dir or tmp, tuple(args.modes.split(",")))
-            rel = str(folder.resolve().relative_to(ROOT.parent)) if folder.resolve().is_relative_to(
-                ROOT.parent) else str(folder)
-            for mode, rows in results.items():
-                n = len(rows)
-                top1, top3 = sum(r[2] for r in rows), sum(r[3] for r in rows)
-                summary[f"{rel} [{mode}]"] = {"cases": n, "top1": top1 / n, "top3": top3 / n}
-                if not args.json:
-                    print(f"{rel:40s} {mode:8s} cases {n:3d}  top-1 {top1:3d}/{n} "
-                          f"({top1 / n:.0%})  top-3 {top3:3d}/{n} ({top3 / n:.0%})")
-                    if args.misses:
-                        for name, cats, t1, _ in rows:
-                            if not t1:
-                                print(f"    miss {name}: {cats[:3]}")
+
+    from bot.service import bundled_cards
+
+    cards = list(bundled_cards())
+    files = sorted(args.incidents.glob("*.yaml")) if args.incidents else None
+    corpus = load_incidents(files)
+    sealed_spec = load_sealed(args.incidents)
+    sealed_ids = set(sealed_spec.ids) if sealed_spec else set()
+    dev = [i for i in corpus if i.id not in sealed_ids]
+    sealed = [i for i in corpus if i.id in sealed_ids]
+    reports = analyze_all(dev + (sealed if args.sealed else []))
+    fusion = Fusion()
+    summary: dict[str, dict[str, float]] = {}
+
+    def record(label: str, score: Score) -> None:
+        summary[label] = {"cases": score.n, "top1": round(score.top1, 3),
+                          "top3": round(score.top3, 3)}
+        if not args.json:
+            print(line(label, score))
+
+    indexes = fold_indexes(dev, args.folds, cards)
+    dev_scores = {m: cross_validate(dev, reports, cards, fusion, m, args.folds, indexes)
+                  for m in MODES}
+    for m, s in dev_scores.items():
+        record(f"dev {args.folds}-fold CV [{m}]", s)
+    record("dev leave-one-repo-out [fused]", leave_one_repo_out(dev, reports, cards, fusion))
+    if args.by_category and not args.json:
+        print("\n".join(per_category(dev_scores)))
+    if args.misses and not args.json:
+        for r in dev_scores["fused"].results:
+            if not r.top1:
+                print(f"    miss {r.id} ({r.category}): {list(r.ranked[:3])}")
+    if args.nested:
+        score, chosen = nested_cv(dev, reports, cards, grid(), args.folds)
+        record(f"dev nested {args.folds}-fold CV [fused]", score)
+        if not args.json:
+            for f in chosen:
+                print(f"    chosen in a split: {f}")
+    if args.tune:
+        best, score = tune(dev, reports, cards, grid())
+        record("dev LOO, best settings [fused]", score)
+        if not args.json:
+            print(f"    best on all of dev: {best}")
+    if args.sealed:
+        if not sealed:
+            sys.exit("no sealed set: knowledge/incidents/sealed.yaml lists none")
+        index = IncidentIndex(dev, cards)
+        for m in MODES:
+            s = evaluate(sealed, reports, cards, lambda c: index, fusion, m)
+            record(f"SEALED [{m}]", s)
+            if args.by_category and m == "fused" and not args.json:
+                print("\n".join(per_category({"fused": s})))
+    folders = args.folders if args.folders is not None else (
+        [SHARED_EVAL] if SHARED_EVAL.is_dir() else [])
+    for folder in folders:
+        for mode, (n, a, b) in run_folder(folder_cases(folder),
+                                          tuple(args.modes.split(","))).items():
+            label = f"{folder.name} [{mode}]"
+            summary[label] = {"cases": n, "top1": round(a / n, 3), "top3": round(b / n, 3)}
+            if not args.json:
+                print(f"{label:44s} cases {n:3d}  top-1 {a:3d} ({a / n:.0%})  "
+                      f"top-3 {b:3d} ({b / n:.0%})")
     if args.json:
         print(json.dumps(summary, indent=2))
 

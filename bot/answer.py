@@ -47,6 +47,8 @@ def card_brief(card: Card, lang: str = "both") -> dict[str, Any]:
         "card": card.id,
         "title": {lg: getattr(card.title, lg) for lg in _langs(lang)},
         "sources": card.source_urls,
+        # every claim of the card quotes one of its sources (False: not yet re-checked)
+        "verified": card.verified,
     }
 
 
@@ -66,6 +68,7 @@ def build_answer(
             "category": rc.category,
             "card": rc.card,
             "confidence": rc.confidence,
+            "certainty": rc.certainty,
             "evidence": [e.to_dict() for e in rc.evidence],
             "category_name": {lg: getattr(cat, lg) for lg in langs},
             "why": rc.why,
@@ -105,6 +108,7 @@ def build_answer(
         "remediation": remediation,
         "verify": verify,
         "citations": cited,
+        "similar_incidents": similar_incidents(diagnosis),
         "probes": probes,
     }
     if diagnosis.verdict != "diagnosed":
@@ -112,6 +116,30 @@ def build_answer(
     if report is not None:
         answer["input"] = report.summary()
     return answer
+
+
+#: A past incident is shown as "seen before" from this similarity on (cosine, 0..1).
+SIMILAR_FLOOR = 0.2
+SIMILAR_MAX = 3
+
+
+def similar_incidents(diagnosis: Diagnosis) -> list[dict[str, Any]]:
+    """The closest past incidents above the floor whose cause is the leading candidate (or
+    another that is more than weak): what fixed it before. An incident that only shares
+    boilerplate lines with the log is not shown."""
+    top = {rc.category for i, rc in enumerate(diagnosis.root_causes[:3])
+           if i == 0 or rc.certainty != "weak"}
+    return [
+        {
+            "source": inc.url,
+            "title": inc.title,
+            "category": inc.category,
+            "resolution": inc.resolution,
+            "score": round(n.score, 2),
+        }
+        for n in diagnosis.neighbours
+        if (inc := n.incident) is not None and n.score >= SIMILAR_FLOOR and inc.accepted & top
+    ][:SIMILAR_MAX]
 
 
 def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card]) -> str:
@@ -122,7 +150,9 @@ def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card]) -> str:
     rc = diagnosis.root_causes[0]
     card = by_id.get(rc.card or "")
     what = card.title.en if card else category(rc.category).en
-    prefix = "Most likely" if diagnosis.verdict == "diagnosed" else "Unclear; weak candidate"
+    prefix = {"likely": "Most likely", "possible": "Possibly"}.get(
+        rc.certainty, "Unclear; weak candidate") if diagnosis.verdict == "diagnosed" else (
+        "Unclear; weak candidate")
     who = ""
     if diagnosis.suspects:
         s = diagnosis.suspects[0]

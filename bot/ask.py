@@ -7,7 +7,7 @@ How the question and the log combine:
   `diagnose()` next to the log's rules and signatures (noisy-OR);
 - scale is 0.2 when the log alone is decisive (verdict "diagnosed"), so the log dominates,
   0.8 when the question is specific, 0.45 when it is vague (0.2 was chosen on the real
-  cases in ../shared/eval and tests/fixtures/heldout: 0.15-0.2 keep every log-decided
+  cases in ../shared/eval and the (then) held-out fixtures: 0.15-0.2 keep every log-decided
   answer, 0.3 let a question's wording outvote the log, 0.1 loses top-3 answers);
 - a question is specific when its best card ranks first in both channels, or in the top two
   of both with a distinctive matched term (one that occurs in at most 3 cards);
@@ -179,7 +179,8 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
     specific = is_specific(hits, distinctive or set())
     scale = SCALE_LOG_DECISIVE if log_decisive else SCALE_SPECIFIC if specific else SCALE_VAGUE
     has_log = report is not None and report.evidence_found
-    diagnosis = diagnose(report or LogReport(), cards, extra=question_signals(hits, scale))
+    diagnosis = diagnose(report or LogReport(), cards, extra=question_signals(hits, scale),
+                         neighbours=log_diagnosis.neighbours if log_diagnosis else None)
     by_cat = {}
     for h in sorted(hits, key=question_score, reverse=True):
         by_cat.setdefault(h.category, h.card)

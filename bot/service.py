@@ -2,29 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from bot.answer import build_answer
 from bot.config import Settings
 from bot.diagnosis.engine import Diagnosis, diagnose
+from bot.diagnosis.nearest import IncidentIndex
 from bot.errors import KnowledgeError
 from bot.knowledge.cards import Card, load_cards
+from bot.knowledge.incidents import Incident, load_incidents
 from bot.logs.analyze import analyzer_for
 from bot.logs.model import LogReport
 from bot.logs.sources import Limits, LogSource, expand_inputs
 
+T = TypeVar("T")
+
+
+def _bundled(load: Callable[[], list[T]], what: str) -> tuple[T, ...]:
+    try:
+        return tuple(load())
+    except ValueError as exc:
+        raise KnowledgeError(
+            f"the knowledge base has a defective {what}: {exc}",
+            hint="Run `ncclbot knowledge check` for the full list.",
+        ) from exc
+
 
 @lru_cache(maxsize=1)
 def bundled_cards() -> tuple[Card, ...]:
-    try:
-        return tuple(load_cards())
-    except ValueError as exc:
-        raise KnowledgeError(
-            f"the knowledge base has a defective card: {exc}",
-            hint="Run `ncclbot knowledge check` for the full list.",
-        ) from exc
+    return _bundled(load_cards, "card")
+
+
+@lru_cache(maxsize=1)
+def bundled_incidents() -> tuple[Incident, ...]:
+    return _bundled(load_incidents, "incident")
+
+
+@lru_cache(maxsize=1)
+def bundled_index() -> IncidentIndex:
+    """The nearest-incident index over every bundled incident and card (once per process)."""
+    return IncidentIndex(bundled_incidents(), bundled_cards())
 
 
 def analyze_sources(
@@ -36,7 +55,7 @@ def analyze_sources(
     limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
     cache = settings.cache_dir if settings else None
     report = analyzer_for(cards, cache).analyze(sources, limits)
-    return report, diagnose(report, cards)
+    return report, diagnose(report, cards, incidents=bundled_index())
 
 
 def analyze_paths(

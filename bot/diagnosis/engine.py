@@ -7,9 +7,12 @@ Scoring, in short:
   that of cards listing it under `also`) and the strengths of the rule signals for it;
 - causal order: when a rank crashed first, the timeout categories (which describe
   the other ranks' symptom, not the cause) are halved unless a card says otherwise;
+- nearest incidents: the k real incidents whose salient lines are closest to the log's
+  vote for their categories (`bot.diagnosis.nearest`); each category's share of the vote,
+  times `Fusion.weight`, is one more part of its noisy-OR;
 - confidence = score x (0.6 + 0.4 x score / sum of scores), so a lone strong cause
-  reads higher than one of several.
-Below 0.3 nothing is claimed: the verdict is "unknown" and says what to attach.
+  reads higher than one of several, and is put in words: likely, possible, weak.
+Below 0.3 the verdict is "unknown", but the candidates are still listed, weakest last.
 """
 
 from __future__ import annotations
@@ -19,13 +22,32 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
 from bot.diagnosis.rules import TIMEOUT_CATEGORIES, Signal, signals
 from bot.knowledge.cards import Card
 from bot.logs.crossrank import CrossRank, Suspect, analyze_ranks
 from bot.logs.model import Evidence, LogReport
 
 UNKNOWN_BELOW = 0.3
-SHOW_AT_LEAST = 0.12
+SHOW_AT_LEAST = 0.05
+LIKELY_FROM = 0.5
+
+
+def certainty(confidence: float) -> str:
+    """The confidence of a root cause in words."""
+    if confidence >= LIKELY_FROM:
+        return "likely"
+    return "possible" if confidence >= UNKNOWN_BELOW else "weak"
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the nearest-incident channel joins the cards and rules: the settings with the best
+    top-1 over the dev corpus, each case ranked without its own thread (`benchmarks/
+    eval_cases.py --tune`); nested CV chose power 1 and full_at 0.3 in every split."""
+
+    weight: float = 0.3
+    votes: VoteParams = field(default_factory=VoteParams)
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
 
@@ -38,6 +60,10 @@ class RootCause:
     evidence: list[Evidence] = field(default_factory=list)
     why: list[str] = field(default_factory=list)
 
+    @property
+    def certainty(self) -> str:
+        return certainty(self.confidence)
+
 
 @dataclass
 class Diagnosis:
@@ -47,6 +73,8 @@ class Diagnosis:
     verdict: str  # "diagnosed" | "unknown" | "no_evidence"
     card_scores: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: the closest past incidents, best first (empty without a corpus)
+    neighbours: list[Neighbour] = field(default_factory=list)
 
 
 def noisy_or(values: Sequence[float]) -> float:
@@ -88,7 +116,12 @@ def pick_card(
     return max(members, key=lambda c: (len(words & _tokens(c.text("en"))), -len(c.id)))
 
 
-def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] = ()) -> Diagnosis:
+def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] = (),
+             incidents: IncidentIndex | None = None, fusion: Fusion | None = None,
+             neighbours: Sequence[Neighbour] | None = None) -> Diagnosis:
+    """Rank root causes. `incidents` adds the nearest-incident channel; `neighbours`, when
+    given, are used instead of querying it (the benchmark reuses one query across settings)."""
+    fusion = fusion or Fusion()
     cr = analyze_ranks(report)
     sigs = [*signals(report, cr), *extra]
     card_scores = card_signature_scores(report)
@@ -112,6 +145,19 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
         if s.reason not in why[s.category]:
             why[s.category].append(s.reason)
         evidence[s.category].extend(s.evidence)
+    has_evidence = report.evidence_found or bool(sigs) or report.salient.reports_failure()
+    if neighbours is None:
+        neighbours = (incidents.nearest(report.salient.lines(), k=max(fusion.votes.k, 3))
+                      if incidents is not None and has_evidence else [])
+    neighbours = list(neighbours) if has_evidence else []
+    if neighbours:
+        for category, share in category_votes(neighbours, fusion.votes).items():
+            parts[category].append(fusion.weight * share)
+            voters = [n for n in neighbours[: fusion.votes.k] if category in n.doc.accepted]
+            if voters:
+                why[category].append(_resembles(voters))
+                if incidents is not None:
+                    evidence[category].extend(_shared_lines(report, voters[0], incidents))
 
     scores = {c: noisy_or(v) for c, v in parts.items()}
     crashed = scores.get("rank_crashed", 0.0)
@@ -140,13 +186,41 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     causes.sort(key=lambda c: -c.score)
     causes = causes[:5]
 
-    if not report.evidence_found and not sigs:
+    if not has_evidence:
         verdict = "no_evidence"
     elif not causes or causes[0].score < UNKNOWN_BELOW:
         verdict = "unknown"
     else:
         verdict = "diagnosed"
-    return Diagnosis(causes, cr.suspects, cr, verdict, card_scores)
+    return Diagnosis(causes, cr.suspects, cr, verdict, card_scores, neighbours=neighbours)
+
+
+def _resembles(voters: Sequence[Neighbour]) -> str:
+    past = [n for n in voters if n.incident is not None]
+    cards = [n for n in voters if n.doc.card is not None]
+    parts = []
+    if past:
+        inc = past[0].incident
+        assert inc is not None
+        parts.append(f"resembles {len(past)} past incident(s), closest {inc.url} "
+                     f"(similarity {past[0].score:.2f})")
+    if cards:
+        parts.append(f"reads like card {cards[0].doc.card} (similarity {cards[0].score:.2f})")
+    return "; ".join(parts)
+
+
+def _shared_lines(report: LogReport, neighbour: Neighbour, index: IncidentIndex,
+                  limit: int = 2) -> list[Evidence]:
+    """The log's lines that have the most in common with a neighbouring incident."""
+    scored = []
+    for key, ev in report.salient.items():
+        if ev is None:
+            continue
+        overlap = index.overlap(key, neighbour.doc)
+        if overlap > 0:
+            scored.append((overlap, ev))
+    scored.sort(key=lambda t: -t[0])
+    return [ev for _, ev in scored[:limit]]
 
 
 def _cause(category: str, card: Card | None, score: float, total: float, report: LogReport,

@@ -19,6 +19,7 @@ from bot.logs.model import (
     TimeoutRecord,
 )
 from bot.logs.prefixes import LineInfo, clean, parse_line
+from bot.logs.salient import SALIENT_PATTERN, normalise
 from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Tally, Trigger
 from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
@@ -75,6 +76,10 @@ class Analyzer:
                 triggers.append(Trigger(i, ex.trigger or ex.pattern, ex.ignore_case, ex.after))
             self._extractor_of[i] = ex.kind
         next_id = len(EXTRACTORS)
+        #: error-ish lines, kept (normalised, bounded) for the nearest-incident comparison
+        self._salient_id = next_id
+        triggers.append(Trigger(next_id, SALIENT_PATTERN, ignore_case=True))
+        next_id += 1
         for card in self.cards:
             for j, sig in enumerate(card.signatures):
                 triggers.append(Trigger(next_id, sig.pattern, sig.ignore_case))
@@ -127,6 +132,10 @@ class Analyzer:
             kind = self._extractor_of.get(tid)
             if kind is not None:
                 kinds.append(kind)
+            elif tid == self._salient_id:
+                key = normalise(info.body)
+                if key:
+                    report.salient.add(key, ev)
             else:
                 self._on_signature(report, tid, ev, info)
         for kind in sorted(kinds, key=_ORDER.get):

@@ -90,8 +90,14 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E(
         "work_progress",
-        r"(?:Timeout at NCCL work|detected by watchdog at work): (\d+), last enqueued NCCL work: "
-        r"(-?\d+), last completed NCCL work: (-?\d+)",
+        # PyTorch 2.2-2.3: "... detected by watchdog at work: 4711, last enqueued NCCL work:
+        # 4711, last completed NCCL work: 4710"; >= 2.4 (ProcessGroupNCCL.cpp, logPrefix() ends
+        # in "] ", hence two spaces): "[PG ID 0 PG GUID 0(default_pg) Rank 1]  failure detected
+        # by watchdog at work sequence id: 2635 PG status: last enqueued work: 2635, last
+        # completed work: 2634"
+        r"(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?):? (\d+),? "
+        r"(?:PG status: )?last enqueued (?:NCCL )?work: (-?\d+), "
+        r"last completed (?:NCCL )?work: (-?\d+)",
         _groups(
             "seq",
             "last_enqueued",
@@ -349,8 +355,12 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E(
         "ib_completion",
-        r"Got completion from peer (\S+) with (?:error|status)[ =]+(\d+), opcode (\d+), "
-        r"(?:len (\d+), )?vendor err (\d+)",
+        # NCCL <= 2.20: "with error 12, opcode 0, len 0, vendor err 129" (older: no "from peer");
+        # 2.21-2.28: "with status=12 opcode=0 len=0 vendor err 129";
+        # >= 2.29: "with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129"
+        # (src/transport/net_ib/p2p.cc, ncclIbLogCompletionWithError)
+        r"Got completion (?:from peer (\S+) )?with (?:error |status=)(?:\w+\()?(\d+)\)?,? "
+        r"opcode[ =](?:\w+\()?(\d+)\)?,?(?: len[ =](\d+),?)? vendor[ _]err[ =](\d+)",
         _groups(
             "peer",
             "status",

@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bot.logs.salient import SalientLines
 from bot.logs.sources import SourceStats
 
 MAX_FACTS_PER_KIND = 64
@@ -119,6 +120,8 @@ class LogReport:
     transports: Counter[str] = field(default_factory=Counter)
     world_size: int | None = None
     hosts: set[str] = field(default_factory=set)
+    #: distinct normalised error-ish lines, for comparing with past incidents
+    salient: SalientLines[Evidence] = field(default_factory=SalientLines)
 
     def add_fact(self, fact: Fact) -> None:
         self.counts[fact.kind] += 1

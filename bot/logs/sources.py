@@ -7,6 +7,7 @@ that yield bounded chunks, so memory stays flat however large the logs are.
 from __future__ import annotations
 
 import gzip
+import io
 import sys
 import zipfile
 import zlib
@@ -53,6 +54,12 @@ class Limits:
     def __init__(self, max_bytes: int = 64 * 2**30, max_ratio: int = 200) -> None:
         self.max_bytes = max_bytes
         self.max_ratio = max_ratio
+
+
+def text_source(name: str, text: str) -> LogSource:
+    """A log held in memory (a corpus incident, a pasted excerpt) as a source."""
+    data = text.encode("utf-8")
+    return LogSource(name, lambda: io.BytesIO(data), len(data))
 
 
 def expand_inputs(paths: Iterable[str], stdin: BinaryIO | None = None) -> list[LogSource]:

@@ -28,7 +28,8 @@ def render_answer(answer: dict[str, Any], console: Console) -> None:
         for i, rc in enumerate(diag["root_causes"], start=1):
             title = rc.get("title", {}).get("en") or rc["category_name"].get("en", "")
             console.print(
-                f" {i}. [bold]{rc['category']}[/] {rc['confidence']:.0%}  {escape(title)}"
+                f" {i}. [bold]{rc['category']}[/] {rc.get('certainty', '')} "
+                f"{rc['confidence']:.0%}  {escape(title)}"
                 + (f"  [dim]card: {rc['card']}[/]" if rc.get("card") else "")
             )
             for why in rc.get("why", [])[:3]:
@@ -70,11 +71,21 @@ def render_answer(answer: dict[str, Any], console: Console) -> None:
         console.print(f"[bold]Probe[/] {escape(p['preset'])} on {escape(p['node'])}: "
                       f"{escape(p.get('status', 'proposed'))}"
                       + (f" - {escape(p['reason'])}" if p.get("reason") else ""))
+    if answer.get("similar_incidents"):
+        console.print("\n[bold]Seen before[/] (similar past incidents and what fixed them)")
+        for inc in answer["similar_incidents"]:
+            console.print(f" - {escape(inc['title'])} [dim]({inc['category']}, "
+                          f"similarity {inc['score']:.2f})[/]")
+            console.print(f"   {inc['source']}")
+            console.print(f"   [dim]fix:[/] {escape(inc['resolution'])}")
     if answer.get("citations"):
         console.print("\n[bold]Sources[/]")
         for c in answer["citations"]:
             console.print(
-                f" [{c['card']}] {escape(c['title'].get('en') or c['title'].get('zh', ''))}"
+                f" {escape('[' + c['card'] + ']')} "
+                f"{escape(c['title'].get('en') or c['title'].get('zh', ''))}"
+                + ("" if c.get("verified", True) else " [dim](not yet re-checked against its "
+                                                     "sources)[/]")
             )
             for url in c["sources"]:
                 console.print(f"    {url}")

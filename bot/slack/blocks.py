@@ -138,6 +138,16 @@ def citations_text(answer: dict[str, Any], lang: str) -> str:
     return "*Sources*\n" + "\n".join(rows) if rows else ""
 
 
+def seen_before_text(answer: dict[str, Any]) -> str:
+    """Similar past incidents as linked titles with what fixed them."""
+    rows = []
+    for inc in (answer.get("similar_incidents") or [])[:3]:
+        title = esc(str(inc.get("title", "")))[:120]
+        fix = esc(str(inc.get("resolution", "")))[:200]
+        rows.append(f"• <{inc.get('source')}|{title}> ({inc.get('category')}): {fix}")
+    return "*Seen before*\n" + "\n".join(rows) if rows else ""
+
+
 def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
     b: dict[str, Any] = {"type": "button", "action_id": action_id, "value": value[:2000],
                          "text": {"type": "plain_text", "text": text[:75], "emoji": True}}
@@ -220,6 +230,8 @@ def render_answer(answer: dict[str, Any], lang: str = "both", answer_id: str = "
     texts += steps_text("next", answer.get("next_steps"), lang)
     if sug := suggested_text(answer):
         texts.append(sug)
+    if seen := seen_before_text(answer):
+        texts.append(seen)
     if cit := citations_text(answer, lang):
         texts.append(cit)
     return assemble(texts, answer_buttons(answer, answer_id, more_causes) if answer_id else None,

@@ -247,7 +247,9 @@ def test_an_exception_raised_in_rendezvous_code_is_a_rendezvous_failure(tmp_path
 
 def test_rank0_silent_while_others_time_out_may_also_have_died(tmp_path: Path) -> None:
     log = "".join(watchdog_line(r, 15037) + "\n" for r in (1, 2, 3))
-    assert "rank_crashed" in categories(tmp_path, log)[:3]
+    # a candidate, not the answer: past incidents with only watchdog lines mostly had other
+    # causes, so the nearest-incident channel ranks those first
+    assert "rank_crashed" in categories(tmp_path, log)
 
 
 def test_lower_case_oom_in_the_rollout_allocator(tmp_path: Path) -> None:

@@ -215,3 +215,20 @@ def test_probe_progress_text_is_only_for_the_askers_running_probe() -> None:
     assert progress_text(start, "slack:UBOB") == "starting 8 rank(s), step 0/8"
     done = {**running, "progress": {**running["progress"], "step": 8, "collective": "finish"}}
     assert progress_text(done, "slack:UBOB") == "all 8 steps done, collecting results"
+
+
+def test_seen_before_lists_linked_past_incidents_with_their_fix() -> None:
+    answer = {"summary": "Most likely: shm_ipc_container", "verdict": "diagnosed",
+              "diagnosis": {"root_causes": []},
+              "similar_incidents": [{"source": "https://github.com/NVIDIA/nccl/issues/473",
+                                     "title": "unhandled system error in docker <b>",
+                                     "category": "shm_ipc_container",
+                                     "resolution": "Started the container with --ipc=host.",
+                                     "score": 0.61}]}
+    text = blocks.seen_before_text(answer)
+    assert text.startswith("*Seen before*")
+    assert "<https://github.com/NVIDIA/nccl/issues/473|" in text and "--ipc=host" in text
+    assert "<b>" not in text  # escaped
+    rendered = json.dumps(blocks.render_answer(answer, "en").blocks)
+    assert "Seen before" in rendered
+    assert blocks.seen_before_text({"similar_incidents": []}) == ""

@@ -1,0 +1,208 @@
+"""Measuring the diagnosis on real incidents, honestly: grouped cross-validation (pure).
+
+A case counts at top-1 when the first root cause's category is one the incident accepts
+(its category or a secondary id), at top-3 when any of the first three is. The nearest-
+incident channel never sees the case's own thread: folds are drawn by thread (every
+incident of one source URL in one fold), and the index a case is ranked with is built
+from the other folds only. `nested_cv` also chooses the fusion settings inside each
+training split, so its figure is what tuned settings do on threads they never saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+
+from bot.diagnosis.engine import Fusion, diagnose
+from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
+from bot.knowledge.cards import Card
+from bot.knowledge.incidents import Incident
+from bot.logs.model import LogReport
+
+MODES = ("grep", "rules", "nearest", "fused")
+
+#: A 15-rule keyword grep: the baseline any ranking must beat (first match wins, in order).
+GREP_RULES: tuple[tuple[str, str], ...] = (
+    (r"out of memory|OutOfMemoryError", "rank_crashed"),
+    (r"\bXid\b|uncorrectable ECC|fallen off the bus", "gpu_hardware_fault"),
+    (r"IBV_WC|ibv_|NET/IB.*(?:error|completion)", "infiniband_roce"),
+    (r"/dev/shm|shared memory|Bus error|--ipc", "shm_ipc_container"),
+    (r"Duplicate GPU|invalid device ordinal", "device_assignment"),
+    (r"Address already in use|clients joined|Connection refused|[Rr]endezvous|MASTER_ADDR",
+     "rendezvous_failure"),
+    (r"SOCKET_IFNAME|docker0|[Nn]o socket interface", "network_interface"),
+    (r"peermem|GPUDirect|GDR|dma-?buf|memlock", "gpudirect_rdma"),
+    (r"[Ff]abric [Mm]anager|NVLS|not yet initialized", "nvswitch_fabric"),
+    (r"\bP2P\b|\bACS\b|IOMMU", "p2p_pcie_topology"),
+    (r"[Mm]ismatch|[Dd]esync|different shapes|disagreement", "collective_mismatch"),
+    (r"undefined symbol|version is insufficient|built for|version mismatch",
+     "version_incompatibility"),
+    (r"vllm|sglang|update_weight|rollout", "rl_weight_sync"),
+    (r"SIGKILL|exitcode: -9|Traceback|Error:", "rank_crashed"),
+    (r"Watchdog caught|timed out|[Tt]imeout", "timeout_too_short"),
+)
+_GREP = [(re.compile(p), c) for p, c in GREP_RULES]
+
+
+def grep_ranking(log: str) -> tuple[str, ...]:
+    """The baseline: the categories of the grep rules that match, in rule order."""
+    return tuple(dict.fromkeys(c for rx, c in _GREP if rx.search(log)))
+K_MAX = 12
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    category: str
+    ranked: tuple[str, ...]
+    top1: bool
+    top3: bool
+
+
+@dataclass
+class Score:
+    results: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.results)
+
+    @property
+    def top1(self) -> float:
+        return sum(r.top1 for r in self.results) / self.n if self.n else 0.0
+
+    @property
+    def top3(self) -> float:
+        return sum(r.top3 for r in self.results) / self.n if self.n else 0.0
+
+    def by_category(self) -> dict[str, tuple[int, int, int]]:
+        """category -> (cases, top-1 hits, top-3 hits)."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for r in self.results:
+            n, a, b = out.get(r.category, (0, 0, 0))
+            out[r.category] = (n + 1, a + r.top1, b + r.top3)
+        return dict(sorted(out.items()))
+
+
+def thread_of(incident: Incident) -> str:
+    """The group an incident belongs to for cross-validation: its source thread."""
+    return incident.url.split("#", 1)[0].rstrip("/").lower()
+
+
+def fold_of(incident: Incident, folds: int) -> int:
+    digest = hashlib.sha1(thread_of(incident).encode()).digest()
+    return int.from_bytes(digest[:4], "big") % folds
+
+
+def ranked_categories(report: LogReport, cards: Sequence[Card], neighbours: Sequence[Neighbour],
+                      fusion: Fusion, mode: str = "fused") -> tuple[str, ...]:
+    if mode == "nearest":
+        votes = category_votes(neighbours, fusion.votes)
+        return tuple(sorted(votes, key=lambda c: -votes[c]))
+    used = neighbours if mode == "fused" else []
+    diagnosis = diagnose(report, cards, fusion=fusion, neighbours=used)
+    return tuple(dict.fromkeys(rc.category for rc in diagnosis.root_causes))
+
+
+def judge(incident: Incident, ranked: tuple[str, ...]) -> CaseResult:
+    ok = incident.accepted
+    return CaseResult(incident.id, incident.category, ranked,
+                      bool(ranked) and ranked[0] in ok, bool(ok & set(ranked[:3])))
+
+
+def neighbours_for(index: IncidentIndex, report: LogReport, case: Incident,
+                   exclude: Callable[[Incident], bool] | None = None) -> list[Neighbour]:
+    """The case's nearest incidents, never its own thread (nor what `exclude` rules out)."""
+    own = thread_of(case)
+
+    def skip(other: Incident) -> bool:
+        return thread_of(other) == own or (exclude is not None and exclude(other))
+
+    return index.nearest(report.salient.lines(), k=K_MAX, exclude=skip)
+
+
+def evaluate(cases: Sequence[Incident], reports: Mapping[str, LogReport], cards: Sequence[Card],
+             index_of: Callable[[Incident], IncidentIndex], fusion: Fusion, mode: str = "fused",
+             exclude_of: Callable[[Incident], Callable[[Incident], bool]] | None = None
+             ) -> Score:
+    """Rank every case with the index `index_of(case)` (built without the case's fold)."""
+    score = Score()
+    for case in cases:
+        index = index_of(case)
+        exclude = exclude_of(case) if exclude_of else None
+        if mode == "grep":
+            score.results.append(judge(case, grep_ranking(case.log)))
+            continue
+        nb = neighbours_for(index, reports[case.id], case, exclude) if mode != "rules" else []
+        score.results.append(judge(case, ranked_categories(reports[case.id], cards, nb, fusion,
+                                                           mode)))
+    return score
+
+
+def fold_indexes(corpus: Sequence[Incident], folds: int, cards: Sequence[Card] = ()
+                 ) -> dict[int, IncidentIndex]:
+    """One index per fold, built from the incidents of all other folds (and the cards)."""
+    return {f: IncidentIndex([i for i in corpus if fold_of(i, folds) != f], cards)
+            for f in range(folds)}
+
+
+def cross_validate(corpus: Sequence[Incident], reports: Mapping[str, LogReport],
+                   cards: Sequence[Card], fusion: Fusion, mode: str = "fused", folds: int = 5,
+                   indexes: dict[int, IncidentIndex] | None = None) -> Score:
+    """Fixed settings, grouped k-fold: each case ranked with an index of the other folds."""
+    indexes = indexes or fold_indexes(corpus, folds, cards)
+    return evaluate(corpus, reports, cards, lambda c: indexes[fold_of(c, folds)], fusion, mode)
+
+
+def leave_one_repo_out(corpus: Sequence[Incident], reports: Mapping[str, LogReport],
+                       cards: Sequence[Card], fusion: Fusion) -> Score:
+    """Each case ranked without any incident from its own repository."""
+    index = IncidentIndex(corpus, cards)
+    return evaluate(corpus, reports, cards, lambda c: index, fusion, "fused",
+                    exclude_of=lambda c: (lambda other: other.repo.lower() == c.repo.lower()))
+
+
+def grid(weights: Iterable[float] = (0.3, 0.45, 0.6, 0.75, 0.9), ks: Iterable[int] = (3, 5, 8),
+         powers: Iterable[float] = (1.0, 2.0), floors: Iterable[float] = (0.05, 0.1),
+         full_ats: Iterable[float] = (0.3, 0.5)) -> list[Fusion]:
+    return [Fusion(w, VoteParams(k=k, floor=fl, power=p, full_at=fa))
+            for w, k, p, fl, fa in product(weights, ks, powers, floors, full_ats)]
+
+
+def _key(score: Score) -> tuple[float, float]:
+    return (score.top1, score.top3)
+
+
+def tune(train: Sequence[Incident], reports: Mapping[str, LogReport], cards: Sequence[Card],
+         candidates: Sequence[Fusion]) -> tuple[Fusion, Score]:
+    """The settings with the best top-1 (then top-3) over `train`, each case ranked with an
+    index of `train` less its own thread."""
+    index = IncidentIndex(train, cards)
+    cached = {c.id: neighbours_for(index, reports[c.id], c) for c in train}
+    best: tuple[Fusion, Score] | None = None
+    for fusion in candidates:
+        score = Score([judge(c, ranked_categories(reports[c.id], cards, cached[c.id], fusion))
+                       for c in train])
+        if best is None or _key(score) > _key(best[1]):
+            best = (fusion, score)
+    assert best is not None
+    return best
+
+
+def nested_cv(corpus: Sequence[Incident], reports: Mapping[str, LogReport],
+              cards: Sequence[Card], candidates: Sequence[Fusion], folds: int = 5
+              ) -> tuple[Score, list[Fusion]]:
+    """Settings tuned inside each training split, scored on the held-out fold."""
+    total = Score()
+    chosen: list[Fusion] = []
+    for f in range(folds):
+        train = [i for i in corpus if fold_of(i, folds) != f]
+        test = [i for i in corpus if fold_of(i, folds) == f]
+        fusion, _ = tune(train, reports, cards, candidates)
+        chosen.append(fusion)
+        index = IncidentIndex(train, cards)
+        total.results.extend(evaluate(test, reports, cards, lambda c, ix=index: ix, fusion).results)
+    return total, chosen

@@ -1,0 +1,172 @@
+"""Nearest past incidents: which real incidents does this log look like? (pure)
+
+A log is reduced to its *salient lines* (errors, warnings, exceptions, the NCCL lines that
+say which transport and interface were used), each normalised so that what changes from
+job to job (numbers, hex, addresses, paths, host names) does not count. Every incident of
+the corpus is reduced the same way, and so is every card (its example lines, symptoms and
+title), so a failure no incident shows yet can still be recognised from the knowledge.
+Similarity is cosine over sublinear TF-IDF weights of word unigrams and bigrams; the k
+nearest documents then vote for their categories, weighted by similarity. The parameters
+(k, the floor, the channel's weight in the diagnosis) are chosen by grouped cross-validation
+in `benchmarks/eval_cases.py`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from bot.knowledge.cards import Card
+from bot.knowledge.incidents import Incident
+from bot.logs.salient import normalise, salient_lines
+
+_WORD = re.compile(r"[a-z_][a-z0-9_]*|\d{1,3}")
+_STOP = frozenset((
+    "a", "an", "the", "of", "to", "in", "on", "at", "is", "was", "be", "by", "for", "and",
+    "or", "it", "this", "that", "with", "as", "from", "are", "not", "if", "has", "have", "had",
+    "been", "will", "would", "can", "do", "does", "did", "but", "so", "than", "then", "there",
+    "these", "those", "its", "into", "we", "you", "your", "i", "me", "my", "our",
+))
+
+
+
+def terms(lines: Sequence[str], bigrams: bool = True) -> Counter[str]:
+    """Unigram (and bigram) counts over normalised lines."""
+    out: Counter[str] = Counter()
+    for line in lines:
+        words = [w for w in _WORD.findall(line) if w not in _STOP]
+        out.update(words)
+        if bigrams:
+            out.update(f"{a} {b}" for a, b in pairwise(words))
+    return out
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What the index compares a log with: a real incident, or a card (its example lines,
+    symptoms and title: the knowledge of a failure written from several threads)."""
+
+    id: str
+    category: str
+    secondary: tuple[str, ...]
+    lines: tuple[str, ...]  # salient, normalised
+    incident: Incident | None = None
+    card: str | None = None
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return frozenset({self.category, *self.secondary})
+
+
+def incident_doc(incident: Incident) -> Doc:
+    return Doc(f"incident:{incident.id}", incident.category, tuple(incident.secondary),
+               tuple(salient_lines(incident.log.splitlines())), incident=incident)
+
+
+def card_doc(card: Card) -> Doc:
+    text = [*card.examples, *card.symptoms.en, card.title.en]
+    lines = tuple(dict.fromkeys(k for k in (normalise(t) for t in text) if k))
+    return Doc(f"card:{card.id}", card.category, tuple(card.also), lines, card=card.id)
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    doc: Doc
+    score: float
+
+    @property
+    def incident(self) -> Incident | None:
+        return self.doc.incident
+
+
+class IncidentIndex:
+    """Sublinear TF-IDF vectors of the salient lines of past incidents (and of the cards);
+    cosine nearest neighbours."""
+
+    def __init__(self, incidents: Sequence[Incident], cards: Sequence[Card] = (),
+                 bigrams: bool = True) -> None:
+        self.docs = [*(incident_doc(i) for i in incidents), *(card_doc(c) for c in cards)]
+        self.bigrams = bigrams
+        counts = [terms(d.lines, bigrams) for d in self.docs]
+        df: Counter[str] = Counter()
+        for c in counts:
+            df.update(c.keys())
+        n = max(len(self.docs), 1)
+        self.idf = {t: math.log((1 + n) / (1 + d)) + 1.0 for t, d in df.items()}
+        self.vectors = [self._vector(c) for c in counts]
+        self._position = {d.id: i for i, d in enumerate(self.docs)}
+        self.postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for i, vec in enumerate(self.vectors):
+            for t, w in vec.items():
+                self.postings[t].append((i, w))
+
+    def _vector(self, counts: Counter[str]) -> dict[str, float]:
+        vec = {t: (1.0 + math.log(c)) * self.idf[t] for t, c in counts.items() if t in self.idf}
+        norm = math.sqrt(sum(w * w for w in vec.values())) or 1.0
+        return {t: w / norm for t, w in vec.items()}
+
+    def similarities(self, lines: Sequence[str]) -> list[float]:
+        """Cosine similarity of a log's salient lines to every document, in index order."""
+        query = self._vector(terms(lines, self.bigrams))
+        sims = [0.0] * len(self.docs)
+        for t, w in query.items():
+            for i, dw in self.postings.get(t, ()):
+                sims[i] += w * dw
+        return sims
+
+    def overlap(self, line: str, doc: Doc) -> float:
+        """How much one normalised line shares with a document (sum of shared weights)."""
+        i = self._position.get(doc.id)
+        if i is None:
+            return 0.0
+        vec = self.vectors[i]
+        return sum(vec.get(t, 0.0) for t in terms([line], self.bigrams))
+
+    def nearest(self, lines: Sequence[str], k: int = 5,
+                exclude: Callable[[Incident], bool] | None = None) -> list[Neighbour]:
+        """The k closest documents; `exclude` rules out incidents (never cards)."""
+        sims = self.similarities(lines)
+        order = sorted(range(len(sims)), key=lambda i: -sims[i])
+        out: list[Neighbour] = []
+        for i in order:
+            if sims[i] <= 0 or len(out) >= k:
+                break
+            inc = self.docs[i].incident
+            if exclude is not None and inc is not None and exclude(inc):
+                continue
+            out.append(Neighbour(self.docs[i], sims[i]))
+        return out
+
+
+@dataclass(frozen=True)
+class VoteParams:
+    """How neighbours become category evidence (chosen by cross-validation)."""
+
+    k: int = 8
+    floor: float = 0.05  # neighbours below this similarity do not vote
+    secondary: float = 0.5  # a neighbour's secondary categories get this share of its vote
+    power: float = 1.0  # similarity ** power: closer neighbours count more
+    full_at: float = 0.3  # a best similarity at or above this gives the vote its full weight
+
+
+def category_votes(neighbours: Sequence[Neighbour], params: VoteParams = VoteParams()
+                   ) -> dict[str, float]:
+    """Each category's share of the similarity-weighted vote of the k nearest (sums to <= 1),
+    scaled by how close the best neighbour is."""
+    voters = [n for n in neighbours[: params.k] if n.score >= params.floor]
+    if not voters:
+        return {}
+    raw: dict[str, float] = defaultdict(float)
+    for n in voters:
+        w = n.score ** params.power
+        raw[n.doc.category] += w
+        for s in n.doc.secondary:
+            raw[s] += params.secondary * w
+    total = sum(n.score ** params.power * (1 + params.secondary * len(n.doc.secondary))
+                for n in voters)
+    closeness = min(1.0, voters[0].score / params.full_at)
+    return {c: closeness * v / total for c, v in raw.items()}

@@ -1,0 +1,109 @@
+"""The nearest-incident channel: normalisation, salient lines, the index and the vote."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from bot.diagnosis.nearest import (
+    IncidentIndex,
+    Neighbour,
+    VoteParams,
+    category_votes,
+    incident_doc,
+    terms,
+)
+from bot.knowledge.incidents import Confirmation, Incident
+from bot.logs.salient import HEAD_LINES, TAIL_LINES, SalientLines, normalise, salient_key
+
+# Lines as NCCL and PyTorch print them (the IB line is built from the format string in
+# NCCL's src/transport/net_ib/p2p.cc, ncclIbLogCompletionWithError).
+WATCHDOG = ("[rank5]:[E ProcessGroupNCCL.cpp:563] [Rank 5] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=15734, OpType=ALLREDUCE, NumelIn=220084533, "
+            "NumelOut=220084533, Timeout(ms)=600000) ran for 600037 milliseconds before timing out.")
+IB = ("node-1:12345:12400 [3] NCCL WARN NET/IB: Got completion from peer 10.1.1.2<49152> with "
+      "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129  localGid "
+      "::ffff:10.1.1.1 remoteGids::ffff:10.1.1.2 hca mlx5_0")
+SHM = "Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)"
+
+
+def test_normalise_drops_what_varies_between_jobs() -> None:
+    a = salient_key(WATCHDOG)
+    b = salient_key(WATCHDOG.replace("rank5", "rank2").replace("Rank 5", "Rank 2")
+                    .replace("15734", "20001").replace("600037", "600101"))
+    assert a is not None and a == b
+    assert "15734" not in a and "[rank]" in a
+    ib = salient_key(IB)
+    assert ib is not None
+    assert "node-1" not in ib and "10.1.1.2" not in ib and "ipaddr" in ib
+    assert "net/ib" in ib and "ibv_wc_retry_exc_err(12)" in ib
+    assert normalise("File /opt/conda/lib/python3.10/site-packages/torch/x.py:12") == "file x.py"
+
+
+def test_only_salient_lines_are_kept() -> None:
+    assert salient_key("step 100 loss 2.31 lr 3e-4") is None
+    assert salient_key("") is None
+    assert salient_key(SHM) == "error while creating shared memory segment nccl-1ysmbg (size )"
+
+
+def test_salient_lines_are_bounded_head_and_tail() -> None:
+    acc: SalientLines[int] = SalientLines()
+    for i in range(HEAD_LINES + TAIL_LINES + 500):
+        acc.add(f"error number {'x' * (i % 7)} {i:05d}", i)
+        acc.add(f"error number {'x' * (i % 7)} {i:05d}", -1)  # duplicates are ignored
+    lines = acc.lines()
+    assert len(lines) == HEAD_LINES + TAIL_LINES
+    assert lines[0].endswith("00000") and lines[-1].endswith(f"{HEAD_LINES + TAIL_LINES + 499:05d}")
+    assert all(where is not None and where >= 0 for _, where in acc.items())
+
+
+def _incident(iid: str, category: str, log: str, secondary: list[str] | None = None) -> Incident:
+    return Incident(id=iid, source=f"https://github.com/o/r/issues/{len(iid)}{iid[-1]}",
+                    repo="o/r", title=iid, date=dt.date(2024, 1, 1), category=category,
+                    secondary=secondary or [], log=log, resolution="fixed",
+                    confirmed_by=Confirmation(who="maintainer", quote="this was the cause"))
+
+
+def test_index_finds_the_incident_with_the_same_failure() -> None:
+    corpus = [
+        _incident("ib-case", "infiniband_roce", IB),
+        _incident("shm-case", "shm_ipc_container", SHM + "\nNCCL WARN unhandled system error"),
+        _incident("timeout-case", "timeout_too_short", WATCHDOG),
+    ]
+    index = IncidentIndex(corpus)
+    query = [k for k in (salient_key(IB.replace("mlx5_0", "mlx5_3").replace("10.1.1.2", "10.9.9.9")),)
+             if k]
+    best = index.nearest(query, k=3)
+    assert best[0].doc.id == "incident:ib-case" and best[0].score > 0.8
+    assert all(n.doc.id != "incident:ib-case" for n in
+               index.nearest(query, k=3, exclude=lambda i: i.id == "ib-case"))
+    assert index.overlap(query[0], index.docs[0]) > index.overlap(query[0], index.docs[1])
+    assert index.similarities(["nothing in common"]) == [0.0, 0.0, 0.0]
+
+
+def test_votes_share_by_similarity_and_scale_with_closeness() -> None:
+    a = _incident("a-case", "infiniband_roce", IB)
+    b = _incident("b-case", "network_interface", IB, secondary=["infiniband_roce"])
+    da, db = incident_doc(a), incident_doc(b)
+    votes = category_votes([Neighbour(da, 0.6), Neighbour(db, 0.3)], VoteParams(k=2, power=1))
+    assert max(votes, key=lambda c: votes[c]) == "infiniband_roce"
+    assert abs(sum(votes.values()) - 1.0) < 1e-9  # the best neighbour is close: full weight
+    far = category_votes([Neighbour(da, 0.1)], VoteParams(k=2, floor=0.05, full_at=0.5))
+    assert abs(far["infiniband_roce"] - 0.2) < 1e-9
+    assert category_votes([Neighbour(da, 0.01)], VoteParams(floor=0.05)) == {}
+
+
+def test_terms_have_bigrams() -> None:
+    t = terms(["unhandled system error"])
+    assert t["unhandled system"] == 1 and t["error"] == 1
+    assert "system error" not in terms(["unhandled system error"], bigrams=False)
+
+
+def test_cards_are_documents_too_and_never_excluded() -> None:
+    from bot.service import bundled_cards
+
+    cards = [c for c in bundled_cards() if c.id == "dev-shm-too-small-in-container"]
+    index = IncidentIndex([_incident("ib-case", "infiniband_roce", IB)], cards)
+    query = [k for k in (salient_key(SHM),) if k]
+    best = index.nearest(query, k=2, exclude=lambda i: True)
+    assert [n.doc.card for n in best] == ["dev-shm-too-small-in-container"]
+    assert best[0].incident is None and best[0].doc.category == "shm_ipc_container"
