@@ -88,22 +88,25 @@ def analyze(
 
 @knowledge_app.command("check")
 def knowledge_check(
-    fixtures: Annotated[
+    incidents: Annotated[
         Path | None,
-        typer.Option(help="Fixture cases folder (default: tests/fixtures/cases if present)."),
+        typer.Option(help="Incident corpus folder (default: the bundled knowledge/incidents)."),
     ] = None,
 ) -> None:
-    """Validate every card; exit non-zero on any defect, naming file and field."""
+    """Validate every card and incident; exit non-zero on any defect, naming file and field."""
+    from rich.markup import escape
+
     from bot.knowledge.check import check_all
 
-    problems, count = check_all(fixtures)
+    result = check_all(incidents)
     out = console()
-    for p in problems:
-        out.print(f"[red]{p}[/]")
-    if problems:
-        out.print(f"[red]{len(problems)} defect(s) in {count} card(s)[/]")
+    for p in result.problems:
+        out.print(f"[red]{escape(p)}[/]")
+    what = f"{result.cards} card(s), {result.incidents} incident(s)"
+    if result.problems:
+        out.print(f"[red]{len(result.problems)} defect(s) in {what}[/]")
         raise typer.Exit(1)
-    out.print(f"[green]{count} cards OK[/]")
+    out.print(f"[green]{what} OK[/]")
 
 
 @knowledge_app.command("list")
@@ -122,7 +125,7 @@ def knowledge_list(
                 "category": c.category,
                 "title": c.title.model_dump(),
                 "sources": c.source_urls,
-                "remediation": c.remediation.model_dump(),
+                "remediation": {"en": c.remediation.en, "zh": c.remediation.zh},
             }
             for c in cards
         ]
@@ -143,6 +146,48 @@ def knowledge_show(card_id: str, lang: LangOpt = "both") -> None:
     from bot.service import bundled_cards
 
     render_card(card_id, list(bundled_cards()), _check_lang(lang), console())
+
+
+@knowledge_app.command("signatures")
+def knowledge_signatures(
+    as_json: JsonOpt = False,
+    only_failing: Annotated[bool, typer.Option("--failing", help="Only signatures that fail "
+                                                "the bar.")] = False,
+) -> None:
+    """Measure every card signature on the incident corpus and the healthy logs; exit non-zero
+    when a decisive one (weight >= 0.5) is imprecise, has no real positive or fires on a
+    healthy log."""
+    from rich.markup import escape
+
+    from bot.knowledge.cards import healthy_logs
+    from bot.knowledge.signatures import measure
+    from bot.service import bundled_cards, bundled_incidents
+
+    stats = measure(bundled_cards(), bundled_incidents(), healthy_logs())
+    failing = [s for s in stats if s.problems()]
+    rows = [s for s in stats if not only_failing or s.problems()]
+    if as_json:
+        sys.stdout.write(json.dumps([
+            {"card": s.card, "signature": s.name, "weight": s.weight,
+             "true_positives": len(s.true_pos), "false_positives": len(s.false_pos),
+             "precision": s.precision, "example_tp": s.example_tp, "example_fp": s.example_fp,
+             "false_positive_ids": s.false_pos[:10], "problems": s.problems()}
+            for s in rows], ensure_ascii=False, indent=2) + "\n")
+    else:
+        from rich.table import Table
+
+        table = Table("card / signature", "w", "TP", "FP", "prec.", "problem or example")
+        for s in rows:
+            p = s.precision
+            note = "; ".join(s.problems()) or (s.example_tp or s.example_fp or "never fires")
+            table.add_row(escape(f"{s.card} / {s.name}"), f"{s.weight:.2f}",
+                          str(len(s.true_pos)), str(len(s.false_pos)),
+                          "-" if p is None else f"{p:.2f}", escape(note[:120]))
+        out = console()
+        out.print(table)
+        out.print(f"{len(stats)} signatures, {len(failing)} decisive ones below the bar")
+    if failing:
+        raise typer.Exit(1)
 
 
 def _register_all() -> None:

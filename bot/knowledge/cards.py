@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    RootModel,
     StringConstraints,
     field_validator,
     model_validator,
@@ -69,6 +70,8 @@ PROBES: frozenset[str] = frozenset({"topo", "env", "probe", "xid"})
 #: Signatures at or above this weight are decisive: they must not fire on
 #: unrelated fixtures. Lighter ones only support a diagnosis.
 DECISIVE_WEIGHT = 0.5
+#: A basis quote is short: the sentence that supports the claim.
+MAX_QUOTE = 300
 
 
 def _check_categories(values: list[str]) -> list[str]:
@@ -92,6 +95,67 @@ class Bilingual(Strict):
 class BilingualList(Strict):
     en: list[NonEmpty] = Field(min_length=1)
     zh: list[NonEmpty] = Field(min_length=1)
+
+
+class Basis(Strict):
+    """Where a claim comes from: a source URL and a verbatim quote (<= 300 characters)."""
+
+    source: AnyHttpUrl
+    quote: Annotated[str, StringConstraints(strip_whitespace=True, min_length=4,
+                                            max_length=MAX_QUOTE)]
+
+
+class RootCause(Strict):
+    en: NonEmpty
+    zh: NonEmpty
+    basis: list[Basis] = Field(default_factory=list)
+
+
+class Step(Strict):
+    """One remediation or verify step, with its basis and (for costly steps) its cost."""
+
+    en: NonEmpty
+    zh: NonEmpty
+    basis: list[Basis] = Field(default_factory=list)
+    cost: str | None = None
+
+
+class Steps(RootModel[list[Step]]):
+    """Ordered steps; `.en` / `.zh` give the texts of one language."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bilingual_lists(cls, value: object) -> object:
+        """The older shape, {en: [...], zh: [...]}: steps without a basis."""
+        if isinstance(value, dict) and set(value) <= {"en", "zh"}:
+            en, zh = list(value.get("en") or []), list(value.get("zh") or [])
+            if len(en) != len(zh):
+                raise ValueError(f"{len(en)} English and {len(zh)} Chinese steps")
+            return [{"en": a, "zh": b} for a, b in zip(en, zh, strict=True)]
+        return value
+
+    @field_validator("root")
+    @classmethod
+    def _not_empty(cls, value: list[Step]) -> list[Step]:
+        if not value:
+            raise ValueError("at least one step")
+        return value
+
+    @property
+    def en(self) -> list[str]:
+        return [s.en for s in self.root]
+
+    @property
+    def zh(self) -> list[str]:
+        return [s.zh for s in self.root]
+
+    def __iter__(self) -> Iterator[Step]:  # type: ignore[override]
+        return iter(self.root)
+
+    def __len__(self) -> int:
+        return len(self.root)
 
 
 class Signature(Strict):
@@ -133,9 +197,9 @@ class Card(Strict):
     versions: list[NonEmpty] = Field(default_factory=list)
     symptoms: BilingualList
     signatures: list[Signature] = Field(default_factory=list)
-    root_cause: Bilingual
-    remediation: BilingualList
-    verify: BilingualList
+    root_cause: RootCause
+    remediation: Steps
+    verify: Steps
     probes: list[str] = Field(default_factory=list)
     examples: list[NonEmpty] = Field(default_factory=list)
     sources: list[AnyHttpUrl] = Field(min_length=1)
@@ -177,6 +241,18 @@ class Card(Strict):
                 raise ValueError(f"signature {sig.name!r} matches none of the card's examples")
         return self
 
+    def claims(self) -> list[tuple[str, list[Basis]]]:
+        """Every claim of the card (root cause, each step) with its basis."""
+        out: list[tuple[str, list[Basis]]] = [("root_cause", self.root_cause.basis)]
+        out += [(f"remediation[{i}]", s.basis) for i, s in enumerate(self.remediation, 1)]
+        out += [(f"verify[{i}]", s.basis) for i, s in enumerate(self.verify, 1)]
+        return out
+
+    @property
+    def verified(self) -> bool:
+        """Every claim quotes a source (the card has been re-checked against its sources)."""
+        return all(basis for _, basis in self.claims())
+
     @property
     def source_urls(self) -> list[str]:
         return [str(u) for u in self.sources]
@@ -203,6 +279,13 @@ def cards_dir() -> Path:
 
 def taxonomy_path() -> Path:
     return Path(str(resources.files("knowledge"))) / "taxonomy.yaml"
+
+
+def healthy_logs() -> list[tuple[str, str]]:
+    """The bundled logs of healthy runs (name, text): no signature may fire on them."""
+    folder = Path(str(resources.files("knowledge"))) / "healthy"
+    return [(p.name, p.read_text(encoding="utf-8", errors="replace"))
+            for p in sorted(folder.glob("*.log"))]
 
 
 def card_files(directory: Path | None = None) -> list[Path]:

@@ -1,109 +1,188 @@
-"""`ncclbot knowledge check`: every defect in the knowledge base, named by file and field."""
+"""`ncclbot knowledge check`: every defect in the knowledge base, named by file and field.
+
+Cards: the strict schema, unique ids and titles, a quoted basis (from one of the card's own
+sources) for the root cause and every step, a stated cost on steps that trade performance
+for a workaround, and each signature matching the logs of the incidents that name its card.
+Incidents: the strict schema, unique ids and sources, a sealed list that names real ids.
+Decisive signatures are measured on the corpus by `ncclbot knowledge signatures`.
+"""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
 from bot.knowledge.cards import Card, card_files, parse_card, taxonomy_path
+from bot.knowledge.incidents import (
+    SEALED_FILE,
+    Incident,
+    incident_files,
+    incidents_dir,
+    load_sealed,
+    parse_incident,
+)
+
+#: Cards not yet re-checked against their sources (claims without a quoted basis). The list
+#: only shrinks: a card missing from it must have a basis for every claim.
+AWAITING_FILE = "awaiting-review.txt"
 
 SHARED_TAXONOMY_IDS_NOTE = "knowledge/taxonomy.yaml must keep the ids of the shared taxonomy"
 
-
-def default_fixtures_dir() -> Path | None:
-    here = Path.cwd() / "tests" / "fixtures" / "cases"
-    return here if here.is_dir() else None
-
-
-def load_fixture_cases(directory: Path) -> list[tuple[Path, dict]]:
-    cases = []
-    for path in sorted(directory.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            cases.append((path, data))
-    return cases
+#: Steps that switch a fast path off or weaken isolation: they must say what that costs.
+COSTLY_STEP = re.compile(
+    r"NCCL_(?:P2P|IB|SHM|NET_GDR|COLLNET)_DISABLE=1|NCCL_(?:NVLS|CUMEM|COLLNET)_ENABLE=0|"
+    r"NCCL_P2P_LEVEL=|iommu=(?:off|pt)|pci=noacs|ECAP_ACS|--privileged|NCCL_ALGO=|NCCL_PROTO=",
+)
 
 
-def check_all(fixtures: Path | None = None) -> tuple[list[str], int]:
-    """Validate cards, taxonomy and (when available) fixtures. Returns (problems, card count)."""
-    problems: list[str] = []
-    cards: list[tuple[Path, Card]] = []
+@dataclass
+class CheckResult:
+    problems: list[str] = field(default_factory=list)
+    cards: int = 0
+    incidents: int = 0
+
+
+def _errors(name: str, exc: Exception) -> list[str]:
+    if isinstance(exc, ValidationError):
+        return [f"{name}: {'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}"
+                for e in exc.errors()]
+    return [f"{name}: {exc}"]
+
+
+def _load(files: list[Path], parse: Callable[[str], object]
+          ) -> tuple[list[tuple[Path, object]], list[str]]:
+    ok, problems = [], []
+    for path in files:
+        try:
+            ok.append((path, parse(path.read_text(encoding="utf-8"))))
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            problems.extend(_errors(path.name, exc))
+    return ok, problems
+
+
+def awaiting_review() -> set[str]:
+    path = Path(str(resources.files("knowledge"))) / AWAITING_FILE
+    if not path.is_file():
+        return set()
+    return {line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8")
+            .splitlines()} - {""}
+
+
+def claim_problems(card: Card) -> list[str]:
+    """Claims of a card without a quoted basis from its own sources; costly steps without
+    their cost."""
+    out = []
+    own = {u.rstrip("/") for u in card.source_urls}
+    for where, basis in card.claims():
+        if not basis:
+            out.append(f"{card.id}.yaml: {where}: no basis (a source URL and a verbatim quote)")
+        for b in basis:
+            if str(b.source).rstrip("/") not in own:
+                out.append(f"{card.id}.yaml: {where}: basis source {b.source} is not one of "
+                           "the card's sources")
+    for i, step in enumerate(card.remediation, 1):
+        if COSTLY_STEP.search(step.en) and not step.cost:
+            out.append(f"{card.id}.yaml: remediation[{i}]: a step that costs performance must "
+                       "say what it costs (`cost`)")
+    return out
+
+
+def check_cards(require_basis: bool = True) -> tuple[list[Card], list[str]]:
+    loaded, problems = _load(card_files(), parse_card)
+    cards: list[tuple[Path, Card]] = [(p, c) for p, c in loaded if isinstance(c, Card)]
+    awaiting = awaiting_review()
+    for path, card in cards:
+        if card.id != path.stem:
+            problems.append(f"{path.name}: id: '{card.id}' does not match the file name")
+        if not require_basis:
+            continue
+        if card.id in awaiting:
+            if not claim_problems(card):
+                problems.append(f"{path.name}: every claim has a basis now: remove '{card.id}' "
+                                f"from knowledge/{AWAITING_FILE}")
+            continue
+        problems.extend(claim_problems(card))
+    known = {c.id for _, c in cards}
+    problems.extend(f"{AWAITING_FILE}: no card '{cid}'" for cid in sorted(awaiting - known))
+    keys: tuple[tuple[str, Callable[[Card], str]], ...] = (
+        ("id", lambda c: c.id),
+        ("title.en", lambda c: c.title.en.lower()),
+        ("title.zh", lambda c: c.title.zh),
+    )
+    for name, key in keys:
+        counts = Counter(key(c) for _, c in cards)
+        problems.extend(f"{path.name}: {name}: duplicate '{key(card)}'"
+                        for path, card in cards if counts[key(card)] > 1)
+    return [c for _, c in cards], problems
+
+
+def check_incidents(directory: Path | None = None) -> tuple[list[Incident], list[str]]:
+    files = [p for p in incident_files(directory) if p.name != SEALED_FILE]
+    loaded, problems = _load(files, parse_incident)
+    incidents: list[tuple[Path, Incident]] = [(p, i) for p, i in loaded
+                                              if isinstance(i, Incident)]
+    ids = Counter(i.id for _, i in incidents)
+    sources = Counter(i.url.rstrip("/").lower() for _, i in incidents)
+    for path, inc in incidents:
+        if ids[inc.id] > 1:
+            problems.append(f"{path.name}: id: duplicate '{inc.id}'")
+        if sources[inc.url.rstrip("/").lower()] > 1:
+            problems.append(f"{path.name}: source: another incident has {inc.url}")
+    try:
+        sealed = load_sealed(directory)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        problems.extend(_errors(SEALED_FILE, exc))
+        sealed = None
+    if sealed is not None:
+        missing = sorted(set(sealed.ids) - set(ids))
+        if missing:
+            problems.append(f"{SEALED_FILE}: ids: no incident {missing[:5]}")
+    return [i for _, i in incidents], problems
+
+
+def check_card_incidents(cards: list[Card], incidents: list[Incident]) -> list[str]:
+    """Each card's signatures match at least one log of the incidents that name the card."""
+    problems = []
+    by_card: dict[str, list[Incident]] = {}
+    known = {c.id for c in cards}
+    for inc in incidents:
+        if inc.card is not None:
+            if inc.card not in known:
+                problems.append(f"incidents/{inc.id}.yaml: card: unknown card '{inc.card}'")
+            by_card.setdefault(inc.card, []).append(inc)
+    for card in cards:
+        mine = by_card.get(card.id, [])
+        if card.signatures and mine and not any(
+            s.regex.search(line) for s in card.signatures
+            for inc in mine for line in inc.log.splitlines()
+        ):
+            problems.append(f"{card.id}.yaml: signatures: none matches the log of its "
+                            f"incident(s) {[i.id for i in mine][:3]}")
+    return problems
+
+
+def check_all(directory: Path | None = None, require_basis: bool = True) -> CheckResult:
+    """Validate taxonomy, cards and incidents."""
+    result = CheckResult()
     try:
         tax = yaml.safe_load(taxonomy_path().read_text(encoding="utf-8"))
         ids = [c["id"] for c in tax["categories"]]
         if len(ids) != len(set(ids)):
-            problems.append(f"taxonomy.yaml: duplicate category ids ({SHARED_TAXONOMY_IDS_NOTE})")
+            result.problems.append(
+                f"taxonomy.yaml: duplicate category ids ({SHARED_TAXONOMY_IDS_NOTE})")
     except Exception as exc:  # noqa: BLE001 - reported, not raised
-        problems.append(f"taxonomy.yaml: unreadable ({exc})")
-    for path in card_files():
-        try:
-            card = parse_card(path.read_text(encoding="utf-8"))
-        except ValidationError as exc:
-            for err in exc.errors():
-                loc = ".".join(str(p) for p in err["loc"]) or "(card)"
-                problems.append(f"{path.name}: {loc}: {err['msg']}")
-            continue
-        except Exception as exc:  # noqa: BLE001 - yaml errors and the like
-            problems.append(f"{path.name}: {exc}")
-            continue
-        if card.id != path.stem:
-            problems.append(f"{path.name}: id: '{card.id}' does not match the file name")
-        cards.append((path, card))
-    for field, key in (
-        ("id", lambda c: c.id),
-        ("title.en", lambda c: c.title.en.lower()),
-        ("title.zh", lambda c: c.title.zh),
-    ):
-        counts = Counter(key(c) for _, c in cards)
-        for path, card in cards:
-            if counts[key(card)] > 1:
-                problems.append(f"{path.name}: {field}: duplicate '{key(card)}'")
-    fixtures = fixtures or default_fixtures_dir()
-    if fixtures is not None:
-        problems.extend(check_fixtures([c for _, c in cards], fixtures))
-    return problems, len(cards)
-
-
-def check_fixtures(cards: list[Card], directory: Path) -> list[str]:
-    """Each card's signatures match its own fixtures; decisive ones stay off unrelated ones."""
-    problems: list[str] = []
-    by_id = {c.id: c for c in cards}
-    cases = load_fixture_cases(directory)
-    healthy = sorted((directory.parent / "healthy").glob("*.log"))
-    for path, case in cases:
-        card = by_id.get(str(case.get("card")))
-        if card is None:
-            problems.append(
-                f"{directory.name}/{path.name}: card: unknown card '{case.get('card')}'"
-            )
-            continue
-        lines = str(case.get("log", "")).splitlines()
-        if card.signatures and not any(
-            s.regex.search(line) for s in card.signatures for line in lines
-        ):
-            problems.append(f"{card.id}.yaml: signatures: none matches its fixture {path.name}")
-    for card in cards:
-        accepted = {card.category, *card.also}
-        for path, case in cases:
-            cats = {case.get("category"), *(case.get("secondary") or [])}
-            if case.get("card") == card.id or cats & accepted:
-                continue
-            lines = str(case.get("log", "")).splitlines()
-            for sig in card.signatures:
-                if sig.decisive and any(sig.regex.search(line) for line in lines):
-                    problems.append(
-                        f"{card.id}.yaml: signatures.{sig.name}: decisive signature fires "
-                        f"on unrelated fixture {path.name}"
-                    )
-        for path in healthy:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            for sig in card.signatures:
-                if sig.decisive and any(sig.regex.search(line) for line in text.splitlines()):
-                    problems.append(
-                        f"{card.id}.yaml: signatures.{sig.name}: decisive signature fires "
-                        f"on healthy log {path.name}"
-                    )
-    return problems
+        result.problems.append(f"taxonomy.yaml: unreadable ({exc})")
+    cards, problems = check_cards(require_basis)
+    result.problems += problems
+    incidents, problems = check_incidents(directory or incidents_dir())
+    result.problems += problems
+    result.problems += check_card_incidents(cards, incidents)
+    result.cards, result.incidents = len(cards), len(incidents)
+    return result

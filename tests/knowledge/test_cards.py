@@ -14,16 +14,17 @@ import yaml
 from bot.knowledge.cards import card_files, load_cards, parse_card
 from bot.knowledge.check import check_all
 from bot.knowledge.taxonomy import category_ids
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import ROOT
 
 COMMON = ["rank_crashed", "straggler_or_imbalance", "collective_mismatch", "timeout_too_short",
           "rendezvous_failure", "network_interface", "infiniband_roce", "shm_ipc_container"]
 
 
 def test_every_card_is_valid_and_knowledge_check_is_clean():
-    problems, count = check_all(FIXTURES / "cases")
-    assert problems == []
-    assert count == len(card_files()) >= 60
+    result = check_all()
+    assert result.problems == []
+    assert result.cards == len(card_files()) >= 60
+    assert result.incidents >= 135
 
 
 def test_taxonomy_has_exactly_the_shared_ids():
@@ -108,5 +109,50 @@ def test_knowledge_check_names_file_and_field(tmp_path, monkeypatch):
     (bad / good.name).write_text(good.read_text(encoding="utf-8").replace("reviewed:", "revieved:"),
                                  encoding="utf-8")
     monkeypatch.setattr(check, "card_files", lambda: sorted(Path(bad).glob("*.yaml")))
-    problems, _ = check.check_all(tmp_path / "none")
+    problems = check.check_all(tmp_path / "none").problems
     assert any(p.startswith(good.name) and "revieved" in p for p in problems)
+
+
+def _claims_card(**override):
+    data = yaml.safe_load(card_files()[0].read_text(encoding="utf-8"))
+    data.update(override)
+    return parse_card(yaml.safe_dump(data, allow_unicode=True))
+
+
+def test_a_claim_without_basis_or_a_costly_step_without_cost_is_a_defect():
+    from bot.knowledge.check import claim_problems
+
+    card = load_cards()[0]
+    src = card.source_urls[0]
+    basis = [{"source": src, "quote": "a sentence from the source"}]
+    good = _claims_card(
+        root_cause={"en": "x", "zh": "x", "basis": basis},
+        remediation=[{"en": "Set NCCL_P2P_DISABLE=1", "zh": "设置 NCCL_P2P_DISABLE=1",
+                      "basis": basis, "cost": "GPU-to-GPU traffic goes through host memory"}],
+        verify=[{"en": "v", "zh": "v", "basis": basis}])
+    assert claim_problems(good) == []
+    bare = _claims_card(root_cause={"en": "x", "zh": "x"},
+                        remediation=[{"en": "Set NCCL_P2P_DISABLE=1", "zh": "设置", "basis": basis}],
+                        verify=[{"en": "v", "zh": "v",
+                                 "basis": [{"source": "https://example.com/other", "quote": "q q q"}]}])
+    problems = claim_problems(bare)
+    assert any("root_cause: no basis" in p for p in problems)
+    assert any("remediation[1]" in p and "cost" in p for p in problems)
+    assert any("verify[1]" in p and "not one of the card's sources" in p for p in problems)
+    with pytest.raises(Exception, match="English and 1 Chinese"):
+        _claims_card(remediation={"en": ["a", "b"], "zh": ["a"]})
+
+
+def test_cards_awaiting_review_are_listed_and_the_list_only_shrinks(monkeypatch):
+    import bot.knowledge.check as check
+
+    cards = load_cards()
+    unreviewed = {c.id for c in cards if not c.verified}
+    assert check.awaiting_review() == unreviewed  # every unreviewed card is listed, no others
+    reviewed = next(c.id for c in cards if c.verified)
+    monkeypatch.setattr(check, "awaiting_review", lambda: unreviewed | {reviewed, "ghost-card"})
+    problems = check.check_all().problems
+    assert any(reviewed in p and "remove" in p for p in problems)
+    assert any("ghost-card" in p for p in problems)
+    monkeypatch.setattr(check, "awaiting_review", lambda: unreviewed - {sorted(unreviewed)[0]})
+    assert any(sorted(unreviewed)[0] in p and "no basis" in p for p in check.check_all().problems)
