@@ -17,7 +17,7 @@ from tests.agent_llm.llm_server import ScriptedLLM, tool_messages
 from tools.result import ToolResult
 
 ROOT = Path(__file__).resolve().parents[2]
-CASES = ROOT / "tests" / "fixtures" / "cases"
+OOM_LOG = ROOT / "tests" / "fixtures" / "logs" / "oom-one-rank.yaml"
 OOM_CARD = "cuda-oom-on-one-rank-others-timeout"
 
 #: Secrets planted in logs, questions and tool outputs; none may reach the model server.
@@ -74,7 +74,7 @@ def secret_preamble() -> str:
 
 @pytest.fixture
 def crash_log(tmp_path: Path) -> Path:
-    case = yaml.safe_load((CASES / f"{OOM_CARD}.yaml").read_text(encoding="utf-8"))
+    case = yaml.safe_load((OOM_LOG).read_text(encoding="utf-8"))
     path = tmp_path / "train.log"
     log = case["log"].replace("CUDA out of memory. Tried",
                               f"CUDA out of memory (token={PLANTED['openai']}). Tried", 1)

@@ -14,7 +14,7 @@ from bot.cli.main import app
 from bot.config import Settings
 from bot.retrieval.search import Retriever
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "cases"
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "knowledge" / "incidents"
 
 
 def _contract(answer: dict) -> None:

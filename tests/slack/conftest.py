@@ -28,7 +28,7 @@ from tests.slack.fake_slack import BOT_TOKEN, FakeSlack
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "test-signing-secret"
 ONCALL = "UONCALL"
-CASE = ROOT / "tests" / "fixtures" / "cases" / "cuda-oom-on-one-rank-others-timeout.yaml"
+CASE = ROOT / "tests" / "fixtures" / "logs" / "oom-one-rank.yaml"
 
 
 def crash_log(host: str = "gpu-node07") -> bytes:
