@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from bot.errors import KnowledgeError
-from bot.knowledge.cards import Card
+from bot.knowledge.cards import Basis, Card
 
 
 def find_card(card_id: str, cards: Sequence[Card]) -> Card:
@@ -39,12 +39,19 @@ def render_card(card_id: str, cards: Sequence[Card], lang: str, out: Console) ->
             out.print(f" - {escape(s)}")
         out.print("[bold]Root cause[/]" if lg == "en" else "[bold]根因[/]")
         out.print(escape(getattr(card.root_cause, lg)))
+        _basis(out, card.root_cause.basis, "   ")
         out.print("[bold]Remediation[/]" if lg == "en" else "[bold]处理步骤[/]")
-        for i, s in enumerate(getattr(card.remediation, lg), 1):
-            out.print(f" {i}. {escape(s)}")
+        for i, step in enumerate(card.remediation, 1):
+            out.print(f" {i}. {escape(getattr(step, lg))}")
+            if step.cost:
+                out.print(f"    [yellow]cost:[/] {escape(step.cost)}")
+            _basis(out, step.basis, "    ")
         out.print("[bold]Verify[/]" if lg == "en" else "[bold]验证[/]")
-        for s in getattr(card.verify, lg):
-            out.print(f" - {escape(s)}")
+        for step in card.verify:
+            out.print(f" - {escape(getattr(step, lg))}")
+            _basis(out, step.basis, "    ")
+    if not card.verified:
+        out.print("\n[yellow]Not yet re-checked against its sources: its claims quote none.[/]")
     if card.signatures:
         out.print("\n[bold]Signatures[/]")
         for sig in card.signatures:
@@ -53,3 +60,8 @@ def render_card(card_id: str, cards: Sequence[Card], lang: str, out: Console) ->
     for url in card.source_urls:
         out.print(f" {url}")
     out.print(f"[dim]reviewed {card.reviewed}; frameworks: {', '.join(card.frameworks)}[/]")
+
+
+def _basis(out: Console, basis: Sequence[Basis], indent: str) -> None:
+    for b in basis:
+        out.print(f"{indent}[dim]\u201c{escape(b.quote)}\u201d ({b.source})[/]")

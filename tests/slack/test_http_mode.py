@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from tests.slack.conftest import ONCALL, Poster, block_text, click, crash_log, sign
@@ -26,7 +27,8 @@ def test_mention_with_log_gets_threaded_answer(slack: FakeSlack, http_app: Poste
     assert "rank_crashed" in text
     assert "Remediation" in text and "修复建议" in text
     assert "Sources" in text and "<https://" in text
-    assert "Run probe on gpu-node07" in text
+    # a button for the suspect's node, with the diagnostic the leading cards suggest
+    assert re.search(r"Run (probe|env|topo|xid) on gpu-node07", text)
     assert "Other possible causes" in text
     assert "OutOfMemoryError" in text  # a decisive log line, as code
     assert slack.downloads == 1
