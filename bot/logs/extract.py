@@ -257,7 +257,10 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E(
         "cuda_error",
-        r"(CUDA error: .+|Cuda failure '[^']+'|cudaError\w+|illegal memory access|"
+        # "Cuda failure '...'" is NCCL's CUDACHECK; "CUDA failure file:line '...'" the nccl-tests
+        # and sample-code form; "Cuda error file:line '...'" vLLM's custom all-reduce check
+        r"(CUDA error: .+|Cuda failure '[^']+'|(?:CUDA|Cuda) (?:failure|error) \S+:\d+ '[^']+'|"
+        r"cudaError\w+|illegal memory access|"
         r"CUBLAS_STATUS_\w+|device-side assert triggered)",
         _groups("message"),
     ),

@@ -160,3 +160,15 @@ def test_a_log_with_an_error_no_extractor_knows_still_gets_candidates(tmp_path) 
                  "'peer access is not supported between these two devices'\n")
     answer = analyze_paths([log])
     assert answer["verdict"] != "no_evidence" and answer["diagnosis"]["root_causes"]
+
+
+def test_an_uncertain_answer_says_what_would_tell_the_candidates_apart(tmp_path) -> None:
+    from bot.knowledge.taxonomy import category
+
+    log = _write(tmp_path, "odd.log", "NCCL WARN something odd happened on the wire\n")
+    answer = analyze_paths([log], lang="en")
+    causes = answer["diagnosis"]["root_causes"]
+    assert answer["verdict"] == "unknown" and causes  # candidates, honestly weak
+    assert all(rc["certainty"] == "weak" for rc in causes)
+    assert category(causes[0]["category"]).tell_apart.en in answer["next_steps"]["en"]
+    assert len(answer["next_steps"]["en"]) <= 6

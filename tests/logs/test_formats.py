@@ -81,3 +81,17 @@ def test_bootstrap_interface_both_spellings(line: str) -> None:
     report = analyzer_for(load_cards()).analyze([text_source("b.log", line + "\n")])
     fact = report.first("bootstrap_if")
     assert fact is not None and fact.fields["interface"].startswith("eth0")
+
+
+@pytest.mark.parametrize("line", [
+    # NCCL, src/include/checks.h: WARN("Cuda failure '%s'", cudaGetErrorString(err))
+    "node-1:1:1 [0] NCCL WARN Cuda failure 'out of memory'",
+    # nccl-tests, src/common.h: printf("%s: Test CUDA failure %s:%d '%s'\n", ...)
+    "node-1: Test CUDA failure common.cu:892 'peer access is not supported between these two devices'",
+    # a real line (vLLM's custom all-reduce check, sgl-project/sglang#552)
+    "Failed: Cuda error /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:307 'peer access is "
+    "not supported between these two devices'",
+])
+def test_cuda_check_macro_formats(line: str) -> None:
+    report = analyzer_for(load_cards()).analyze([text_source("c.log", line + "\n")])
+    assert report.first("cuda_error") is not None, line
