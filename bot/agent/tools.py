@@ -18,21 +18,10 @@ from bot.agent.backends import error_text, load_nodes, search_cards
 from bot.agent.context import ToolContext, invocation
 from bot.errors import NcclbotError
 from bot.knowledge.cards import Card
+from tools.presets import PROBE_PRESETS
 from tools.result import ToolResult
 
 MAX_TOOL_CHARS = 12_000
-
-#: Probe presets the agent may propose (parameters of the node `probe` tool).
-PROBE_PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {"collectives": ["all_reduce"], "min_bytes": 1 << 20, "max_bytes": 64 << 20,
-              "iters": 10, "timeout": 120.0},
-    "allreduce": {"collectives": ["all_reduce"], "min_bytes": 1024, "max_bytes": 1 << 30,
-                  "timeout": 300.0},
-    "full": {"min_bytes": 1024, "max_bytes": 1 << 30, "timeout": 600.0},
-    "gloo": {"backend": "gloo", "collectives": ["all_reduce"], "max_bytes": 16 << 20,
-             "timeout": 120.0},
-}
-
 
 def _out(result: ToolResult) -> str:
     text = result.model_dump_json()

@@ -8,16 +8,11 @@ from typing import Any
 
 from bot.config import Settings
 from bot.errors import NodeError
+from tools.presets import PROBE_PRESETS
 
 TOOLS = ("probe", "topo", "env", "xid")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {"collectives": ["all_reduce"], "min_bytes": 1 << 20, "max_bytes": 128 << 20,
-              "factor": 2.0, "iters": 10, "warmup": 3, "timeout": 180.0},
-    "full": {"min_bytes": 1024, "max_bytes": 1 << 30, "factor": 2.0, "timeout": 600.0},
-    "gloo": {"backend": "gloo", "nproc": 2, "collectives": ["all_reduce"], "min_bytes": 1024,
-             "max_bytes": 1 << 20, "factor": 4.0, "iters": 3, "warmup": 1, "timeout": 120.0},
-}
+PRESETS = PROBE_PRESETS  # one table for the agent, the buttons and /nccl probe
 
 #: run(node, tool, params, user) -> ToolResult as a dict; raises NodeError.
 NodeRunner = Callable[[str, str, dict[str, Any], str], dict[str, Any]]

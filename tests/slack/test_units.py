@@ -232,3 +232,17 @@ def test_seen_before_lists_linked_past_incidents_with_their_fix() -> None:
     rendered = json.dumps(blocks.render_answer(answer, "en").blocks)
     assert "Seen before" in rendered
     assert blocks.seen_before_text({"similar_incidents": []}) == ""
+
+
+def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
+    from bot.slack.nodes import params_for
+    from tools.presets import PROBE_PRESETS
+
+    for preset in PROBE_PRESETS:
+        answer = {"diagnosis": {"root_causes": []},
+                  "suggested_probes": [{"node": "gpu-node-3", "preset": preset,
+                                        "status": "proposed"}]}
+        actions = blocks.answer_buttons(answer, "a1")
+        value = json.loads(actions["elements"][0]["value"])
+        assert value["node"] == "gpu-node-3" and value["preset"] == preset
+        assert params_for(value["tool"], value["preset"]) == PROBE_PRESETS[preset]
