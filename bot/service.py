@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO, TypeVar
 
 from bot.answer import build_answer
 from bot.config import Settings
+from bot.diagnosis import nearest
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.nearest import IncidentIndex
 from bot.errors import KnowledgeError
-from bot.knowledge.cards import Card, load_cards
-from bot.knowledge.incidents import Incident, load_incidents
+from bot.knowledge import cards as cards_module
+from bot.knowledge.cards import Card, card_files, load_cards
+from bot.knowledge.incidents import Incident, incident_files, load_incidents
+from bot.logs import salient
 from bot.logs.analyze import analyzer_for
 from bot.logs.model import LogReport
 from bot.logs.sources import Limits, LogSource, expand_inputs
@@ -40,10 +48,47 @@ def bundled_incidents() -> tuple[Incident, ...]:
     return _bundled(load_incidents, "incident")
 
 
-@lru_cache(maxsize=1)
-def bundled_index() -> IncidentIndex:
-    """The nearest-incident index over every bundled incident and card (once per process)."""
-    return IncidentIndex(bundled_incidents(), bundled_cards())
+def _disk_cached(name: str, files: Sequence[Path], build: Callable[[], T],
+                 cache_dir: Path | None, code: Sequence[ModuleType] = ()) -> T:
+    """`build()`, kept on disk in `cache_dir` for the next process (a pickle of our own,
+    keyed by the files it is built from and the code that builds it)."""
+    if cache_dir is None:
+        return build()
+    h = hashlib.sha1(f"ncclbot-{name}-v1".encode())
+    for module in code:
+        h.update(Path(str(module.__file__)).read_bytes())
+    for path in files:
+        st = path.stat()
+        h.update(f"{path.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    cached = Path(cache_dir) / f"{name}-{h.hexdigest()[:20]}.pickle"
+    try:
+        return pickle.loads(cached.read_bytes())  # type: ignore[no-any-return]
+    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
+        pass
+    value = build()
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.replace(cached)
+    except OSError:
+        pass  # a read-only cache dir: build on every start instead
+    return value
+
+
+@lru_cache(maxsize=2)
+def knowledge_for(cache_dir: Path | None) -> tuple[tuple[Card, ...], IncidentIndex]:
+    """The cards and the nearest-incident index over every bundled incident and card, once
+    per process (and, with `cache_dir`, once per change of the knowledge files)."""
+    def build() -> tuple[tuple[Card, ...], IncidentIndex]:
+        return bundled_cards(), IncidentIndex(bundled_incidents(), bundled_cards())
+
+    return _disk_cached("knowledge", [*incident_files(), *card_files()], build, cache_dir,
+                        (nearest, salient, cards_module))
+
+
+def bundled_index(cache_dir: Path | None = None) -> IncidentIndex:
+    return knowledge_for(cache_dir)[1]
 
 
 def analyze_sources(
@@ -51,11 +96,12 @@ def analyze_sources(
     settings: Settings | None = None,
     cards: Sequence[Card] | None = None,
 ) -> tuple[LogReport, Diagnosis]:
-    cards = list(cards if cards is not None else bundled_cards())
-    limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
     cache = settings.cache_dir if settings else None
+    cards = list(cards if cards is not None else knowledge_for(cache)[0])
+    limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
     report = analyzer_for(cards, cache).analyze(sources, limits)
-    return report, diagnose(report, cards, incidents=bundled_index())
+    failure = report.evidence_found or bool(report.signatures) or report.salient.reports_failure()
+    return report, diagnose(report, cards, incidents=bundled_index(cache) if failure else None)
 
 
 def analyze_paths(
@@ -65,7 +111,7 @@ def analyze_paths(
     stdin: BinaryIO | None = None,
 ) -> dict[str, Any]:
     """Analyze log files (or '-' for stdin) and return the answer dict."""
-    cards = list(bundled_cards())
+    cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
     report, diagnosis = analyze_sources(expand_inputs(paths, stdin), settings, cards)
     return answer_from_analysis(report, diagnosis, cards, lang)
 

@@ -39,6 +39,7 @@ COMM_EXCEPTIONS = frozenset(
         "SignalException",
     }
 )
+_DIGITS = str.maketrans("0123456789", "0000000000")
 CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
 COUNT_ONLY = frozenset({"transport"})
 
@@ -57,6 +58,18 @@ class _SourceState:
     last_nccl: Fact | None = None
     #: the last NCCL channel/transport line (line number, text): set-up progress
     last_channel: tuple[int, str] | None = None
+    #: salient lines normalised so far, by their text with digits masked: the same line of
+    #: a thousand ranks (only rank, time and counters differ) is normalised once
+    seen_salient: dict[str, str] = field(default_factory=dict)
+
+    def normalised(self, body: str) -> str:
+        masked = body.translate(_DIGITS)
+        key = self.seen_salient.get(masked)
+        if key is None:
+            key = normalise(body)
+            if len(self.seen_salient) < 8192:
+                self.seen_salient[masked] = key
+        return key
 
 
 class Analyzer:
@@ -133,7 +146,7 @@ class Analyzer:
             if kind is not None:
                 kinds.append(kind)
             elif tid == self._salient_id:
-                key = normalise(info.body)
+                key = st.normalised(info.body)
                 if key:
                     report.salient.add(key, ev)
             else:

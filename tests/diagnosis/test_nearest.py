@@ -107,3 +107,21 @@ def test_cards_are_documents_too_and_never_excluded() -> None:
     best = index.nearest(query, k=2, exclude=lambda i: True)
     assert [n.doc.card for n in best] == ["dev-shm-too-small-in-container"]
     assert best[0].incident is None and best[0].doc.category == "shm_ipc_container"
+
+
+def test_knowledge_is_kept_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatch) -> None:
+    import bot.service as service
+
+    service.knowledge_for.cache_clear()
+    cards, index = service.knowledge_for(tmp_path)
+    (kept,) = tmp_path.glob("knowledge-*.pickle")
+    service.knowledge_for.cache_clear()
+    built = []
+    monkeypatch.setattr(service, "IncidentIndex", lambda *a: built.append(a) or index)
+    again_cards, again = service.knowledge_for(tmp_path)  # from disk: nothing built
+    assert not built and len(again.docs) == len(index.docs) and len(again_cards) == len(cards)
+    service.knowledge_for.cache_clear()
+    kept.write_bytes(b"not a pickle")  # a damaged cache is rebuilt, not an error
+    service.knowledge_for(tmp_path)
+    assert len(built) == 1
+    service.knowledge_for.cache_clear()
