@@ -43,8 +43,9 @@ def certainty(confidence: float) -> str:
 @dataclass(frozen=True)
 class Fusion:
     """How the nearest-incident channel joins the cards and rules: the settings with the best
-    top-1 over the dev corpus, each case ranked without its own thread (`benchmarks/
-    eval_cases.py --tune`); nested CV chose power 1 and full_at 0.3 in every split."""
+    top-1 (then top-3) over the dev corpus, each case ranked without its own thread
+    (`benchmarks/eval_cases.py --tune`). The splits of nested CV mostly chose power 1 and
+    full_at 0.3 and a weight of 0.3-0.6 (a small corpus: the choice is not sharp)."""
 
     weight: float = 0.3
     votes: VoteParams = field(default_factory=VoteParams)
@@ -168,9 +169,9 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
 
     total = sum(scores.values()) or 1.0
     causes: list[RootCause] = []
-    for category, score in sorted(scores.items(), key=lambda kv: -kv[1]):
-        if score < SHOW_AT_LEAST:
-            continue
+    ranked = sorted(((c, v) for c, v in scores.items() if v > 0), key=lambda kv: -kv[1])
+    shown = [(c, v) for c, v in ranked if v >= SHOW_AT_LEAST] or ranked[:3]  # never empty
+    for category, score in shown:
         card = pick_card(category, cards, card_scores, evidence[category])
         entries = [(card, score)]
         if card is not None and card_scores.get(card.id):

@@ -19,7 +19,7 @@ from bot.logs.model import (
     TimeoutRecord,
 )
 from bot.logs.prefixes import LineInfo, clean, parse_line
-from bot.logs.salient import SALIENT_PATTERN, normalise
+from bot.logs.salient import GENERIC, SALIENT_PATTERN, normalise
 from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Tally, Trigger
 from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
@@ -146,7 +146,7 @@ class Analyzer:
             if kind is not None:
                 kinds.append(kind)
             elif tid == self._salient_id:
-                key = st.normalised(info.body)
+                key = "" if GENERIC.search(info.body) else st.normalised(info.body)
                 if key:
                     report.salient.add(key, ev)
             else:

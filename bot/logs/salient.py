@@ -27,6 +27,22 @@ SALIENT_PATTERN = (
 )
 SALIENT = re.compile(SALIENT_PATTERN, re.IGNORECASE)
 
+#: Lines every collective timeout prints, whatever its cause (the watchdog's report, its
+#: teardown, torchrun's failure summary). They are the analyzer's structured evidence (ranks,
+#: sequence numbers, who failed first); for telling causes apart by resemblance they carry
+#: nothing, so they are left out of the salient lines.
+GENERIC = re.compile(
+    r"Watchdog caught collective operation timeout|detected by watchdog at work|"
+    r"Timeout at NCCL work|Some NCCL operations have failed or timed out|"
+    r"To avoid data inconsistency|taking the entire process down|"
+    r"Stack trace of the failed collective|Process group watchdog thread terminated|"
+    r"terminate called after throwing an instance of|ChildFailedError|"
+    r"Root Cause \(first observed failure\)|^\s*(?:exitcode|error_file|traceback)\s*:|"
+    r"Traceback \(most recent call last\)|Sending process \d+ closing signal|"
+    r"failed \(exitcode: -?\d+\) local_rank",
+    re.IGNORECASE,
+)
+
 #: A salient line that reports a failure (not just which transport or interface was used).
 ERRORISH = re.compile(
     r"error|fail|exception|traceback|timed? ?out|timeout|refused|abort|killed|denied|unable|"
@@ -67,7 +83,10 @@ def salient_key(raw_line: str) -> str | None:
     line = clean(raw_line)
     if not line or not SALIENT.search(line):
         return None
-    key = normalise(parse_line(line).body)
+    body = parse_line(line).body
+    if GENERIC.search(body):
+        return None
+    key = normalise(body)
     return key or None
 
 
