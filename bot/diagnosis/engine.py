@@ -27,6 +27,7 @@ from bot.diagnosis.rules import TIMEOUT_CATEGORIES, Signal, signals
 from bot.knowledge.cards import Card
 from bot.logs.crossrank import CrossRank, Suspect, analyze_ranks
 from bot.logs.model import Evidence, LogReport
+from bot.logs.salient import ERRORISH
 
 UNKNOWN_BELOW = 0.3
 SHOW_AT_LEAST = 0.05
@@ -212,10 +213,11 @@ def _resembles(voters: Sequence[Neighbour]) -> str:
 
 def _shared_lines(report: LogReport, neighbour: Neighbour, index: IncidentIndex,
                   limit: int = 2) -> list[Evidence]:
-    """The log's lines that have the most in common with a neighbouring incident."""
+    """The log's failure lines that have the most in common with a neighbouring incident (not
+    the set-up lines: they say which transport was used, not what went wrong)."""
     scored = []
     for key, ev in report.salient.items():
-        if ev is None:
+        if ev is None or not ERRORISH.search(key):
             continue
         overlap = index.overlap(key, neighbour.doc)
         if overlap > 0:
