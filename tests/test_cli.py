@@ -98,3 +98,26 @@ def test_a_missing_optional_package_names_the_extra_to_install(monkeypatch, caps
     monkeypatch.setattr(cli, "app", other)
     with pytest.raises(ModuleNotFoundError):  # a real bug is not dressed up as a missing extra
         cli.main()
+
+
+def test_published_answer_schema_validates_analyze_json(tmp_path) -> None:
+    import jsonschema
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], capture_output=True,
+                              text=True, cwd=ROOT, timeout=120)
+
+    schema = json.loads(run("schema", "answer").stdout)
+    assert {"verdict", "summary", "diagnosis"} <= set(schema["required"])
+    assert "similar_incidents" in schema["properties"]
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("step 1 loss 2.3\nstep 2 loss 2.2\n", encoding="utf-8")
+    for log in (ROOT / "examples" / "sample-8rank-oom.log", quiet):
+        out = run("analyze", str(log), "--json")
+        assert out.returncode == 0, out.stderr
+        answer = json.loads(out.stdout)
+        jsonschema.validate(answer, schema)
+        assert isinstance(answer["similar_incidents"], list)
+    bad = {"verdict": "maybe", "summary": "", "diagnosis": {"root_causes": []}}
+    with __import__("pytest").raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)

@@ -136,6 +136,11 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     suspects = [s for data in state.analyses.values() for s in data.get("suspects", [])]
     answer = compose_answer(final, cards, lang, suspects=suspects, notes=notes,
                             proposals=state.proposals)
+    seen: dict[str, dict[str, Any]] = {}
+    for data in state.analyses.values():
+        for inc in data.get("similar_incidents", []):
+            seen.setdefault(inc["source"], inc)
+    answer["similar_incidents"] = sorted(seen.values(), key=lambda i: -i["score"])[:3]
     if turn_proposals:
         answer["probe_results"] = turn_proposals
     answer["llm"] = {"used": True, "model": getattr(chat, "model_name", None)

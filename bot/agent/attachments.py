@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.context import ToolContext, invocation
+from bot.answer import similar_incidents
 from bot.config import Settings
 from bot.knowledge.cards import Card
 from tools.result import ToolResult
@@ -118,6 +119,8 @@ def analyze_log(ctx: ToolContext, attachment: str) -> ToolResult:
         "verdict": diagnosis.verdict,
         "root_causes": causes,
         "suspects": [s.to_dict() for s in diagnosis.suspects[:4]],
+        # public threads with what fixed them: "has anyone seen this before?"
+        "similar_incidents": similar_incidents(diagnosis),
         "input": {k: v for k, v in report.summary().items() if k != "files"},
     }
     ctx.state.analyses[shown] = data

@@ -20,6 +20,8 @@ app = typer.Typer(
 )
 knowledge_app = typer.Typer(help="Validate and browse the incident cards.", no_args_is_help=True)
 app.add_typer(knowledge_app, name="knowledge")
+schema_app = typer.Typer(help="Print the JSON Schema of a contract.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
 serve_app = typer.Typer(
     help="Run a service: the Slack app or the node agent.", no_args_is_help=True
 )
@@ -57,7 +59,9 @@ def console():
 
 def emit(answer: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(answer, ensure_ascii=False, indent=2) + "\n")
+        from bot.contract import answer_json
+
+        sys.stdout.write(answer_json(answer) + "\n")
     else:
         from bot.render.terminal import render_answer
 
@@ -84,6 +88,14 @@ def analyze(
 
     answer = analyze_paths(files, settings_from(config), _check_lang(lang))
     emit(answer, as_json)
+
+
+@schema_app.command("answer")
+def schema_answer() -> None:
+    """The JSON Schema of the answer that `analyze --json` and `ask --json` print."""
+    from bot.contract import answer_schema
+
+    sys.stdout.write(json.dumps(answer_schema(), indent=2) + "\n")
 
 
 @knowledge_app.command("check")

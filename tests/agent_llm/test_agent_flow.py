@@ -38,6 +38,12 @@ def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryCo
     assert ev["file"] == "train.log" and "OutOfMemoryError" in ev["text"]
     assert crash_log.read_text().splitlines()[ev["line"] - 1].startswith(ev["text"][:40])
     assert PLANTED["openai"] not in ev["text"]
+    # the agent's answer carries the analysis's "seen before" (public threads), in the contract
+    from bot.contract import Answer
+
+    assert isinstance(out["similar_incidents"], list) and len(out["similar_incidents"]) <= 3
+    assert all(i["source"].startswith("https://") for i in out["similar_incidents"])
+    Answer.model_validate(out)
     # Remediation: the card's own steps 3 and 2, in the model's order, both languages.
     from bot.service import bundled_cards
 

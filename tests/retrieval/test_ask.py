@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from bot.ask import answer_question
 from bot.cli.main import app
 from bot.config import Settings
+from bot.contract import answer_schema
 from bot.retrieval.search import Retriever
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "knowledge" / "incidents"
@@ -52,6 +54,7 @@ def test_lang_auto_via_cli(settings: Settings, retriever: Retriever,
     assert out.exit_code == 0, out.output
     a = json.loads(out.stdout)
     _contract(a)
+    jsonschema.validate(a, answer_schema())  # the published schema of `ncclbot schema answer`
     assert a["lang"] == "zh" and set(a["remediation"]) == {"zh"}
     assert a["diagnosis"]["root_causes"][0]["category"] == "shm_ipc_container"
     out = CliRunner().invoke(app, ["ask", "NCCL socket ifname wrong", "--lang", "auto", "--json"])
