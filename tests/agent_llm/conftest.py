@@ -166,3 +166,15 @@ class RecordedNodes:
         if tool in self.results:
             return self.results[tool]
         return ToolResult.failed(tool, f"node {tool} --node {node}", f"unknown node {node!r}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_retrieval_index(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                          ) -> None:
+    """Build the session's retrieval index before any agent test: building it inside an
+    agent's turn would spend the turn's time budget and make the answer fall back."""
+    from bot.retrieval.search import get_retriever
+    from bot.service import bundled_cards
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("warm"), index_dir=shared_index_dir)
+    get_retriever(settings, list(bundled_cards()), progress=False)
