@@ -107,7 +107,7 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
     has_log = report is not None and report.evidence_found
     diagnosis = diagnose(report or LogReport(), cards, extra=question_signals(hits, scale),
                          neighbours=log_diagnosis.neighbours if log_diagnosis else None)
-    by_cat = {}
+    by_cat: dict[str, str] = {}
     for h in sorted(hits, key=question_score, reverse=True):
         by_cat.setdefault(h.category, h.card)
     for rc in diagnosis.root_causes:

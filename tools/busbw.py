@@ -7,8 +7,11 @@ reduce_scatter and alltoall. algbw = nbytes / time; busbw = algbw * factor.
 
 from __future__ import annotations
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall",
-               "sendrecv")
+from typing import Literal
+
+COLLECTIVES: tuple[Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                           "alltoall", "sendrecv"], ...] = (
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "sendrecv")
 
 
 def bus_factor(collective: str, nranks: int) -> float:

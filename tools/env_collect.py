@@ -55,7 +55,8 @@ def torch_runtime() -> dict[str, Any]:
         out["cuda_available"] = bool(torch.cuda.is_available())
         out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
         if torch.version.cuda:
-            v = torch.cuda.nccl.version()
+            nccl_version: Callable[[], Any] = torch.cuda.nccl.version  # untyped in torch
+            v = nccl_version()
             out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     except Exception as exc:  # noqa: BLE001
         out["nccl_error"] = str(exc)

@@ -111,7 +111,8 @@ def parse_nccl_tests_json(text: str, collective: str = "unknown") -> dict[str, A
         return None
     if not isinstance(doc, dict):
         return None
-    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    raw_config = doc.get("config")
+    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
     out: dict[str, Any] = {
         "collective": collective, "json_version": doc.get("version"),
         "params": {k: v for k, v in config.items() if k != "devices"},
@@ -178,7 +179,9 @@ def run_nccl_tests(p: ProbeParams, runner: CommandRunner | None = None,
         if not ngpus:
             return ToolResult.unavailable("probe", f"nccl-tests in {base}",
                                           f"nccl-tests need GPUs: {reason or 'no GPU found'}")
-    runs, rows, deadline = [], [], time.monotonic() + p.timeout
+    runs: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    deadline = time.monotonic() + p.timeout
     for coll in p.collectives:
         binary = base / BINARIES[coll]
         if not binary.is_file():

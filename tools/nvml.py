@@ -57,14 +57,15 @@ class NvmlClient:
         self.lib: Any = None
 
     def __enter__(self) -> NvmlClient:
-        lib = self._lib
+        lib: Any = self._lib
         if lib is None:
             try:
-                import pynvml as lib
+                import pynvml
             except ImportError as exc:
                 raise NvmlUnavailableError(
                     f"NVML not available: nvidia-ml-py is not installed ({exc})"
                 ) from exc
+            lib = pynvml
         try:
             lib.nvmlInit()
         except lib.NVMLError as exc:

@@ -87,7 +87,7 @@ def read_interfaces(root: Path) -> list[dict[str, Any]]:
 
 def _gid_present(port: Path) -> bool:
     gid = read_text(port / "gids/0")
-    return bool(gid) and gid.replace(":", "").strip("0") != ""
+    return gid is not None and gid.replace(":", "").strip("0") != ""
 
 
 def read_ib_devices(root: Path) -> list[dict[str, Any]]:

@@ -40,13 +40,13 @@ from bot.agent.providers import (
 )
 from bot.agent.redact import Redactor
 from bot.agent.state import ConversationStore, InMemoryConversationStore, ThreadState, Turn
-from bot.agent.tools import PROBE_PRESETS
 from bot.agent.validate import validate_answer
 from bot.ask import resolve_lang
 from bot.config import Settings, load_settings
 from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
+from tools.presets import PROBE_PRESETS
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.
 DEADLINE_CALLS = 3

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 
 from bot.agent.answer_model import AgentAnswer, AnswerParseError, parse_answer, schema_text
 from bot.agent.context import ToolContext, invocation
 from bot.agent.providers import GuardedChatModel
-from bot.agent.tools import PROBE_PRESETS, call_tool, langchain_tools
+from bot.agent.tools import call_tool, langchain_tools
 from bot.knowledge.taxonomy import load_taxonomy
+from tools.presets import PROBE_PRESETS
 
 MAX_TOOL_ROUNDS = 8
 
@@ -50,7 +52,7 @@ def system_prompt() -> str:
     return SYSTEM.format(presets=", ".join(PROBE_PRESETS), categories=cats, schema=schema_text())
 
 
-class ToolGuard(AgentMiddleware):  # type: ignore[type-arg]
+class ToolGuard(AgentMiddleware):
     """Unknown tools and tool crashes come back to the model as ToolResults, never raise."""
 
     def __init__(self, ctx: ToolContext) -> None:
@@ -116,8 +118,8 @@ def run_agent(model: GuardedChatModel, ctx: ToolContext, question: str,
     text = f"{context}\n\nQuestion: {question}" if context else question
     text += "\n\n" + LANGUAGE.get(ctx.lang, LANGUAGE["both"])
     messages: list[BaseMessage] = [*history(ctx), HumanMessage(text)]
-    state = graph.invoke({"messages": messages},
-                         {"recursion_limit": 2 * MAX_TOOL_ROUNDS + 2})
+    config: RunnableConfig = {"recursion_limit": 2 * MAX_TOOL_ROUNDS + 2}
+    state = graph.invoke(cast("Any", {"messages": messages}), config)
     messages = list(state["messages"])
     last = messages[-1]
     try:

@@ -55,17 +55,19 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
             raise ProviderError("set NCCLBOT_LLM_API_KEY for a hosted endpoint, or "
                                 "NCCLBOT_LLM_BASE_URL for a local one")
         openai = _import_provider("langchain_openai", "langchain-openai")
-        return openai.ChatOpenAI(model=settings.llm_model, base_url=settings.llm_base_url,
-                                 api_key=key or "not-needed", timeout=settings.llm_timeout_s,
-                                 max_retries=0, max_tokens=settings.llm_max_tokens,
-                                 temperature=0, use_responses_api=False)
+        chat: BaseChatModel = openai.ChatOpenAI(
+            model=settings.llm_model, base_url=settings.llm_base_url,
+            api_key=key or "not-needed", timeout=settings.llm_timeout_s, max_retries=0,
+            max_tokens=settings.llm_max_tokens, temperature=0, use_responses_api=False)
+        return chat
     if provider == "ollama":
         ollama = _import_provider("langchain_ollama", "langchain-ollama")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return ollama.ChatOllama(model=settings.llm_model, base_url=settings.llm_base_url,
-                                 num_predict=settings.llm_max_tokens, temperature=0,
-                                 client_kwargs={"timeout": settings.llm_timeout_s,
-                                                "headers": headers})
+        local: BaseChatModel = ollama.ChatOllama(
+            model=settings.llm_model, base_url=settings.llm_base_url,
+            num_predict=settings.llm_max_tokens, temperature=0,
+            client_kwargs={"timeout": settings.llm_timeout_s, "headers": headers})
+        return local
     raise ProviderError(f"unknown LLM provider {provider!r}; use openai or ollama")
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bot.errors import NcclbotError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bot.config import Settings
 
 app = typer.Typer(
     name="ncclbot",
@@ -45,13 +50,13 @@ JsonOpt = Annotated[
 LangOpt = Annotated[str, typer.Option("--lang", help="en, zh or both.")]
 
 
-def settings_from(config: Path | None):
+def settings_from(config: Path | None) -> Settings:
     from bot.config import load_settings
 
     return load_settings(config)
 
 
-def console():
+def console() -> Console:
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=True)

@@ -260,7 +260,7 @@ def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
             Signal(
                 "timeout_too_short",
                 0.4,
-                f"the process-group timeout is only {short[0].timeout_ms // 1000} s",
+                f"the process-group timeout is only {(short[0].timeout_ms or 0) // 1000} s",
                 [short[0].ev],
             )
         )
@@ -270,13 +270,14 @@ def timeout_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         # (or metric sync) the others never reach, e.g. inside `if rank == 0:`. Another rank
         # stuck in it: it waited for rank 0, still busy with work only rank 0 does.
         if 0 in cr.timeout_ranks:
-            mismatch, busy = 0.35, 0.2
+            mismatch, rank0_busy = 0.35, 0.2
         else:
-            mismatch, busy = 0.25, 0.3
+            mismatch, rank0_busy = 0.25, 0.3
         out.append(Signal("collective_mismatch", mismatch, "a one-element ALLREDUCE/BARRIER "
                           "timed out: a barrier or metric sync issued on some ranks only",
                           [small[0].ev]))
-        out.append(Signal("timeout_too_short", busy, "a one-element ALLREDUCE/BARRIER timed out: "
+        out.append(Signal("timeout_too_short", rank0_busy, "a one-element ALLREDUCE/BARRIER "
+                          "timed out: "
                           "ranks waited at a barrier for a rank still working", [small[0].ev]))
     return out
 
@@ -653,7 +654,7 @@ def node_facts_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                           "on the GPUs: P2P between them is in question",
                           _ev(report.facts["p2p_test"])))
     elif not failing and (report.has("topo_matrix") or report.has("lspci_gpu")):
-        facts = report.facts.get("topo_matrix") or report.facts.get("lspci_gpu")
+        facts = report.facts.get("topo_matrix") or report.facts.get("lspci_gpu") or []
         out.append(Signal("p2p_pcie_topology", 0.3, "the GPUs' PCIe topology was shared "
                           "(nvidia-smi topo -m / lspci): P2P between them is in question",
                           _ev(facts)))

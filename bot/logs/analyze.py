@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,7 +151,7 @@ class Analyzer:
                     report.salient.add(key, ev)
             else:
                 self._on_signature(report, tid, ev, info)
-        for kind in sorted(kinds, key=_ORDER.get):
+        for kind in sorted(kinds, key=lambda k: _ORDER.get(k, len(_ORDER))):
             ex = BY_KIND[kind]
             fields = ex.parse(info.body)
             if fields is None:
@@ -204,6 +204,9 @@ def _earlier(a: Evidence, b: Evidence) -> bool:
         return a.ts < b.ts
     return a.file == b.file and a.line < b.line
 
+
+#: A per-kind handler: returns False to drop the fact.
+Handler = Callable[[LogReport, _SourceState, Fact, int | None], bool | None]
 
 # --- per-kind handlers: return False to drop the fact --------------------------------------------
 
@@ -269,7 +272,7 @@ def _h_last_error(report: LogReport, st: _SourceState, fact: Fact, rank: int | N
         st.last_nccl.fields.setdefault("reason", fact.fields["reason"])
 
 
-def _h_version(key: str, field_name: str):
+def _h_version(key: str, field_name: str) -> Handler:
     def handler(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
         value = fact.fields.get(field_name)
         if value:
@@ -439,7 +442,7 @@ def _finish(report: LogReport) -> None:
         report.world_size = max(report.world_size or 0, max(report.ranks) + 1)
 
 
-_ANALYZERS: dict[tuple, Analyzer] = {}
+_ANALYZERS: dict[tuple[object, ...], Analyzer] = {}
 
 
 def analyzer_for(cards: Sequence[Card], cache_dir: Path | None = None) -> Analyzer:

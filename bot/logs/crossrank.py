@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
-from bot.logs.model import Evidence, LogReport, TimeoutRecord
+from bot.logs.model import Evidence, LogReport, RankState, TimeoutRecord
 
 #: How a first failure reads when a local rank exited without reporting the timeout the
 #: others reported (rules match on it: keep the wording in this one place).
@@ -25,7 +26,7 @@ class Suspect:
     weight: float
     evidence: list[Evidence] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "host": self.host, "reason": self.reason}
 
 
@@ -60,7 +61,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     out.crashed_ranks = sorted(r for r, s in report.ranks.items() if s.first_error is not None)
     suspects: dict[object, Suspect] = {}
 
-    def add(rank: int | None, host: str | None, reason: str, weight: float, ev: list[Evidence]):
+    def add(rank: int | None, host: str | None, reason: str, weight: float,
+            ev: list[Evidence]) -> None:
         if rank is not None and host is None and rank in report.ranks:
             host = report.ranks[rank].host
         key: object = rank if rank is not None else f"host:{host}"
@@ -84,7 +86,7 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     crashed = [report.ranks[r] for r in out.crashed_ranks]
     if crashed:
         with_ts = [s for s in crashed if s.first_error and s.first_error.ev.ts is not None]
-        first = min(with_ts, key=lambda s: s.first_error.ev.ts) if with_ts else crashed[0]  # type: ignore[union-attr]
+        first = min(with_ts, key=_first_error_ts) if with_ts else crashed[0]
         fact = first.first_error
         assert fact is not None
         what = (
@@ -102,11 +104,12 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # others did: it died first (on one node the local rank is the rank).
     if by_rank and len(report.hosts) <= 1 and out.first_failure is None:
         for fact in report.facts.get("exit_code", []):
-            lr, code = fact.fields.get("local_rank"), fact.fields.get("code")
-            if lr is not None and code not in (None, 0) and lr not in by_rank:
-                reason = f"exited with code {code} {EXITED_SILENTLY}"
-                out.first_failure = Suspect(lr, None, reason, 0.85, [fact.ev])
-                add(lr, None, reason, 0.85, [fact.ev])
+            local: int | None = fact.fields.get("local_rank")
+            exit_code: int | None = fact.fields.get("code")
+            if local is not None and exit_code not in (None, 0) and local not in by_rank:
+                why = f"exited with code {exit_code} {EXITED_SILENTLY}"
+                out.first_failure = Suspect(local, None, why, 0.85, [fact.ev])
+                add(local, None, why, 0.85, [fact.ev])
                 break
 
     # 3. Ranks that did not report a timeout while most others did.
@@ -200,3 +203,8 @@ def describe(cr: CrossRank, world: int | None) -> list[str]:
         parts = "; ".join(f"{k} on ranks {_ranges(v, 6)}" for k, v in mm.variants.items())
         lines.append(f"collective mismatch at SeqNum={mm.seq}: {parts}")
     return lines
+
+
+def _first_error_ts(state: RankState) -> float:
+    """When a rank's first failure was logged (callers keep only ranks where that is known)."""
+    return state.first_error.ev.ts if state.first_error and state.first_error.ev.ts else 0.0

@@ -103,7 +103,8 @@ def parse_line(raw: str) -> LineInfo:
             continue
         m = _VLLM.match(stripped)
         if m:
-            ts = _ts(*m.group(1, 2, 3, 4, 5), None)
+            month, day, h, mi, sec = m.group(1, 2, 3, 4, 5)
+            ts = _ts(month, day, h, mi, sec, None)
             text = stripped[m.end() :]
             continue
         m = _LEVEL.match(stripped)

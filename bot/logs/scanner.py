@@ -22,7 +22,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+_hs: Any
 try:  # optional accelerator
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - depends on the platform
@@ -82,7 +84,7 @@ class PatternSet:
         self._tally_ids = frozenset(t.id for t in self.triggers if t.tally)
         self._by_id = {t.id: t for t in self.triggers}
         self._after = {t.id: t.after for t in self.triggers if t.after}
-        self._db = None
+        self._db: Any = None
         self._local = threading.local()  # one Hyperscan scratch per thread
         self._slow: list[Trigger] = []
         if _hs is not None:
@@ -210,8 +212,8 @@ class PatternSet:
             last_pos = start
             end = buf.find(b"\n", start, hi)
             raw = buf[start : min(end if end >= 0 else hi, start + MAX_TEXT * 4)]
-            ids, is_context = wanted[start]
-            yield Hit(line, raw.decode("utf-8", "replace"), ids, is_context)
+            hit_ids, is_context = wanted[start]
+            yield Hit(line, raw.decode("utf-8", "replace"), hit_ids, is_context)
         newlines = buf.count(b"\n", last_pos, hi)
         count.lines = line - 1 + newlines + (0 if buf.endswith(b"\n", lo, hi) else 1)
         yield from tallies
@@ -239,7 +241,7 @@ def _last_match(rx: re.Pattern[bytes], buf: bytes, lo: int, hi: int) -> int:
 
 
 def _cached_hyperscan(triggers: list[Trigger], cache_dir: Path | None
-                      ) -> tuple[object | None, list[Trigger]]:
+                      ) -> tuple[Any, list[Trigger]]:
     """`_compile_hyperscan`, through a file cache when `cache_dir` is given."""
     if cache_dir is None:
         return _compile_hyperscan(triggers)
@@ -267,7 +269,7 @@ def _cached_hyperscan(triggers: list[Trigger], cache_dir: Path | None
     return db, slow
 
 
-def _compile_hyperscan(triggers: list[Trigger]) -> tuple[object | None, list[Trigger]]:
+def _compile_hyperscan(triggers: list[Trigger]) -> tuple[Any, list[Trigger]]:
     """Compile what Hyperscan accepts; the rest falls back to Python regexes."""
     try:
         return _hs_database(triggers), []
@@ -295,7 +297,7 @@ def _hs_database(triggers: list[Trigger]) -> object:
 
 
 def _flags(t: Trigger) -> int:
-    flags = _hs.HS_FLAG_MULTILINE
+    flags: int = _hs.HS_FLAG_MULTILINE
     if t.tally:
         flags |= _hs.HS_FLAG_SINGLEMATCH
     if t.ignore_case:

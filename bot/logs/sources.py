@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from bot.errors import InputError
 
@@ -68,7 +68,7 @@ def expand_inputs(paths: Iterable[str], stdin: BinaryIO | None = None) -> list[L
     for raw in paths:
         if raw == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
-            sources.append(LogSource("<stdin>", lambda s=stream: s, closeable=False))
+            sources.append(LogSource("<stdin>", _given(stream), closeable=False))
             continue
         path = Path(raw)
         if path.is_dir():
@@ -86,12 +86,22 @@ def expand_inputs(paths: Iterable[str], stdin: BinaryIO | None = None) -> list[L
         if head.startswith(b"PK\x03\x04") or path.suffix.lower() == ".zip":
             sources.extend(_zip_members(path))
         elif head.startswith(b"\x1f\x8b"):
-            sources.append(
-                LogSource(path.name, lambda p=path: gzip.open(p, "rb"), path.stat().st_size)  # noqa: SIM115
-            )
+            sources.append(LogSource(path.name, _gzip_file(path), path.stat().st_size))
         else:
-            sources.append(LogSource(path.name, lambda p=path: p.open("rb"), path.stat().st_size))
+            sources.append(LogSource(path.name, _file(path), path.stat().st_size))
     return sources
+
+
+def _given(stream: BinaryIO) -> Callable[[], BinaryIO]:
+    return lambda: stream
+
+
+def _file(path: Path) -> Callable[[], BinaryIO]:
+    return lambda: path.open("rb")
+
+
+def _gzip_file(path: Path) -> Callable[[], BinaryIO]:
+    return lambda: cast("BinaryIO", gzip.open(path, "rb"))
 
 
 def _zip_members(path: Path) -> list[LogSource]:

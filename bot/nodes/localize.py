@@ -125,7 +125,7 @@ def localize(run: Callable[[Group], GroupRun], nodes: Sequence[str], *,
         verdict = "inconclusive" if full.bad else "healthy"
         why = (full.error or "below the expected busbw") if full.bad else "all ranks finished"
         return result(verdict, [], f"{len(names)} node(s): {why}{ratio}", [], {})
-    first = [(names[i], names[i + 1]) for i in range(0, len(names) - 1, 2)]
+    first: list[Group] = [(names[i], names[i + 1]) for i in range(0, len(names) - 1, 2)]
     if len(names) % 2:
         first.append((names[-1], names[0]))
     done = _run_rounds(run, first)

@@ -37,7 +37,7 @@ def largest_busbw(result: ToolResult) -> float | None:
         return None
     if "all_reduce" in top:
         return float(top["all_reduce"]["busbw_gbps"])
-    return sum(r["busbw_gbps"] for r in top.values()) / len(top)
+    return float(sum(r["busbw_gbps"] for r in top.values())) / len(top)
 
 
 def preflight(clients: Mapping[str, NodeClient], force: bool = False) -> None:

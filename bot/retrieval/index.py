@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
 from bot.knowledge.cards import Card
@@ -24,6 +24,10 @@ from bot.retrieval.dense import Embedder, chroma_function, collection_name, make
 INDEX_FORMAT = 3
 LANGS = ("en", "zh")
 ROOT_CAUSE_CHARS = {"en": 0, "zh": 0}
+
+if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID
 
 
 @dataclass(frozen=True)
@@ -140,20 +144,23 @@ class _Bar:
     """A rich progress bar on stderr (a no-op when disabled)."""
 
     def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self._progress, self._task = total, enabled, None, None
+        self.total, self.enabled = total, enabled
+        self._progress: RichProgress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> Callable[[int], None]:
         if self.enabled:
             from rich.console import Console
             from rich.progress import Progress
 
-            self._progress = Progress(console=Console(stderr=True), transient=False)
-            self._progress.start()
-            self._task = self._progress.add_task("embedding knowledge cards", total=self.total)
+            progress = Progress(console=Console(stderr=True), transient=False)
+            progress.start()
+            self._task = progress.add_task("embedding knowledge cards", total=self.total)
+            self._progress = progress
         return self._advance
 
     def _advance(self, n: int) -> None:
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, n)
 
     def __exit__(self, *exc: object) -> None:
@@ -174,4 +181,6 @@ def stored_hash(settings: Settings, model: str) -> str | None:
     marker = index_dir(settings) / "ncclbot-index.json"
     if not marker.is_file():
         return None
-    return json.loads(marker.read_text()).get(collection_name(model), {}).get("content_hash")
+    found: str | None = json.loads(marker.read_text()).get(collection_name(model), {}).get(
+        "content_hash")
+    return found

@@ -80,7 +80,8 @@ def tokenized_documents(texts: Sequence[str], cache_dir: Path | None) -> list[li
     try:
         cached = json.loads(path.read_text(encoding="utf-8"))
         if cached.get("digest") == digest and len(cached.get("docs", [])) == len(texts):
-            return cached["docs"]
+            docs: list[list[str]] = cached["docs"]
+            return docs
     except (OSError, ValueError):
         pass  # absent or unreadable: tokenize and (try to) store
     docs = [tokenize(t) for t in texts]

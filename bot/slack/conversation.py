@@ -155,7 +155,7 @@ class Conversation:
         if todo:
             status.update(f"reading {len(todo)} log(s), {human(total)}…", force=True)
         for f in todo:
-            url = f.get("url_private_download") or f.get("url_private")
+            url = str(f.get("url_private_download") or f.get("url_private") or "")
             got = download(url, d.bot_token, f.get("name") or f["id"], d.files_dir, cap, progress)
             if isinstance(got, Rejected):
                 rejected.append(got)

@@ -133,6 +133,8 @@ def download(url: str, token: str, name: str, dest_dir: Path, max_bytes: int,
              on_bytes: Callable[[int], None] | None = None, timeout: float = 60.0
              ) -> Download | Rejected:
     """Stream one private file to disk with the bot token; reject binary or oversized files."""
+    if not url.startswith(("https://", "http://")):
+        return Rejected(name, "has no downloadable http(s) URL")
     dest_dir.mkdir(parents=True, exist_ok=True)
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     digest = Fingerprint()

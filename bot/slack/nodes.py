@@ -63,7 +63,8 @@ def make_runner(settings: Settings, timeout: float = 660.0) -> NodeRunner:
 
     def run(node: str, tool: str, params: dict[str, Any], user: str) -> dict[str, Any]:
         with _agent_client(settings, node, user, timeout) as client:
-            return client.run(tool, params, timeout=timeout).model_dump()
+            result: dict[str, Any] = client.run(tool, params, timeout=timeout).model_dump()
+            return result
 
     return run
 
@@ -73,7 +74,8 @@ def make_status_reader(settings: Settings, timeout: float = 5.0) -> ProbeStatus:
 
     def status(node: str, user: str) -> dict[str, Any]:
         with _agent_client(settings, node, user, timeout) as client:
-            return client.probe_status()
+            reply: dict[str, Any] = client.probe_status()
+            return reply
 
     return status
 

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,7 +58,7 @@ def http_server(app: App | None, host: str = "0.0.0.0", port: int = 3000,
                 path: str = EVENTS_PATH, health: Health | None = None) -> ThreadingHTTPServer:
     """A threaded HTTP server: POST `path` goes to bolt (signature checked; 503 until warmed
     up), GET /healthz and /livez. `app=None` serves only the health routes (Socket Mode)."""
-    health = health or Health(ready=True)
+    state: Health = health or Health(ready=True)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -78,8 +78,8 @@ def http_server(app: App | None, host: str = "0.0.0.0", port: int = 3000,
         def do_GET(self) -> None:
             route = urlsplit(self.path).path
             if route == "/healthz":
-                ok, state = health.status()
-                self._reply(200 if ok else 503, json.dumps(state).encode(),
+                ok, report = state.status()
+                self._reply(200 if ok else 503, json.dumps(report).encode(),
                             {"Content-Type": "application/json"})
             elif route == "/livez":
                 self._reply(200, b"ok", {"Content-Type": "text/plain"})
@@ -97,10 +97,11 @@ def http_server(app: App | None, host: str = "0.0.0.0", port: int = 3000,
                 self._reply(413, b"too large")
                 return
             body = self.rfile.read(length).decode("utf-8", "replace")
-            if not health.ready.is_set():  # Slack retries the event once we are up
+            if not state.ready.is_set():  # Slack retries the event once we are up
                 self._reply(503, b"warming up", {"Retry-After": "30"})
                 return
-            headers = {k.lower(): [v] for k, v in self.headers.items()}
+            headers: dict[str, str | Sequence[str]] = {
+                k.lower(): [v] for k, v in self.headers.items()}
             resp = app.dispatch(BoltRequest(body=body, query=parts.query, headers=headers))
             self._reply(resp.status, resp.body.encode("utf-8"), dict(resp.headers))
 

@@ -46,8 +46,9 @@ MAX_BODY_BYTES = 1 * 2**20
 ALLOW_FAULTS_ENV = "NCCLBOT_AGENT_ALLOW_FAULTS"
 #: run(tool, params[, on_progress=fn]) -> ToolResult; on_progress is passed for probes only.
 RunTool = Callable[..., ToolResult]
-_BUSY = {409: {"description": "a probe is running here, or processes hold the GPUs"},
-         403: {"description": "force asked by a user not in the force allow list"}}
+_BUSY: dict[int | str, dict[str, Any]] = {
+    409: {"description": "a probe is running here, or processes hold the GPUs"},
+    403: {"description": "force asked by a user not in the force allow list"}}
 
 
 def injected_fault(environ: Mapping[str, str], allow: bool | None = None) -> str | None:

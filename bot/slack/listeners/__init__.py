@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from slack_bolt import BoltRequest, BoltResponse
@@ -25,8 +25,8 @@ def skip_repeats(deps: Deps) -> Callable[..., BoltResponse | None]:
                    ) -> BoltResponse | None:
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
         if event_id and not deps.store.claim_event(str(event_id)):
-            retry = (request.headers.get("x-slack-retry-num") or [None])[0] or body.get(
-                "retry_attempt")
+            retry_header: Sequence[str] = request.headers.get("x-slack-retry-num") or []
+            retry = retry_header[0] if retry_header else body.get("retry_attempt")
             log.info("skipping event %s: already received (retry %s)", event_id, retry)
             return BoltResponse(status=200, body="")
         next_()

@@ -25,7 +25,7 @@ def register(app: Any, deps: Deps, conv: Conversation) -> None:
         if bot_user and f"<@{bot_user}>" in (event.get("text") or ""):
             return  # the app_mention listener answers it
         thread = event.get("thread_ts")
-        known = bool(thread) and deps.store.has_thread(event["channel"], thread)
+        known = bool(thread) and deps.store.has_thread(event["channel"], str(thread))
         if event.get("channel_type") == "im" or known:
             conv.handle(event, client)
 
