@@ -10,12 +10,15 @@ cards change, only new or changed chunks are embedded again.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from bot.config import Settings
 from bot.knowledge.cards import Card
@@ -50,6 +53,22 @@ def chunks(cards: Sequence[Card]) -> list[Chunk]:
             text = "\n".join([getattr(card.title, lg), *getattr(card.symptoms, lg), rc]).strip()
             out.append(Chunk(f"{card.id}::{lg}", card.id, lg, text))
     return out
+
+
+SHIPPED = Path(__file__).with_name("data") / "card-vectors-{model}.json"
+
+
+def shipped_vectors(model: str) -> dict[str, list[float]]:
+    """Vectors of the bundled cards' chunks, computed when the cards last changed
+    (`scripts/build_card_vectors.py`), by chunk text hash; empty for another model."""
+    path = Path(str(SHIPPED).format(model=model))
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("model") != model:
+        return {}
+    return {h: list(np.frombuffer(base64.b64decode(v), dtype="<f4").astype(float))
+            for h, v in data["vectors"].items()}
 
 
 def content_hash(cards: Sequence[Card], model: str) -> str:
@@ -126,6 +145,15 @@ def _sync(coll: Any, wanted: list[Chunk], embedder: Embedder, progress: bool) ->
     if stale:
         coll.delete(ids=stale)
     todo = [c for c in wanted if stored.get(c.id) != c.hash]
+    if not todo:
+        return 0
+    shipped = shipped_vectors(embedder.name)
+    ready = [c for c in todo if c.hash in shipped]
+    if ready:  # the bundled cards' vectors ship with the package: nothing to embed for them
+        coll.upsert(ids=[c.id for c in ready], embeddings=[shipped[c.hash] for c in ready],
+                    documents=[c.text for c in ready],
+                    metadatas=[{"card": c.card, "lang": c.lang, "hash": c.hash} for c in ready])
+    todo = [c for c in todo if c.hash not in shipped]
     if not todo:
         return 0
     with _Bar(len(todo), progress) as advance:
