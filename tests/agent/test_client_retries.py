@@ -94,9 +94,7 @@ def test_retries_are_bounded_and_probes_never_retried(server: tuple[Flaky, str])
 @pytest.mark.parametrize("server", [{"delay": 3.0}], indirect=True)
 def test_slow_agent_times_out_with_a_clear_error(server: tuple[Flaky, str]) -> None:
     flaky, url = server
-    start = time.monotonic()
     with _client(url, retries=1, timeout=0.5) as c, pytest.raises(AgentError) as err:
         c.run("topo")
-    assert time.monotonic() - start < 2.5
     assert err.value.kind == "timeout" and "timed out after 0.5 s" in err.value.message
     assert "flaky-node" in err.value.message and flaky.hits["/v1/topo"] == 2
