@@ -102,8 +102,11 @@ def pick_card(
     cards: Sequence[Card],
     card_scores: dict[str, float],
     evidence: Sequence[Evidence],
+    first: set[str] | frozenset[str] = frozenset(),
 ) -> Card | None:
-    """The card of a category that best explains the evidence."""
+    """The card of a category that best explains the evidence; among cards whose signatures
+    fired, one that fired on the first failure (`first`: the cards whose signatures fired on
+    the lines of the rank that failed first) wins over those that fired on what followed."""
     members = [c for c in cards if c.category == category] or [
         c for c in cards if category in c.also
     ]
@@ -111,11 +114,19 @@ def pick_card(
         return None
     scored = [c for c in members if card_scores.get(c.id)]
     if scored:
-        return max(scored, key=lambda c: card_scores[c.id])
+        on_first = [c for c in scored if c.id in first]
+        return max(on_first or scored, key=lambda c: card_scores[c.id])
     words = _tokens(" ".join(e.text for e in evidence))
     if not words:
         return members[0]
     return max(members, key=lambda c: (len(words & _tokens(c.text("en"))), -len(c.id)))
+
+
+def cards_on_lines(report: LogReport, lines: Sequence[Evidence]) -> set[str]:
+    """The cards whose signatures fired on any of `lines`."""
+    where = {(e.file, e.line) for e in lines}
+    return {hit.card for hit in report.signatures.values()
+            if any((e.file, e.line) in where for e in hit.evidence)}
 
 
 def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] = (),
@@ -170,10 +181,11 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
 
     total = sum(scores.values()) or 1.0
     causes: list[RootCause] = []
+    first_cards = cards_on_lines(report, cr.first_failure.evidence if cr.first_failure else [])
     ranked = sorted(((c, v) for c, v in scores.items() if v > 0), key=lambda kv: -kv[1])
     shown = [(c, v) for c, v in ranked if v >= SHOW_AT_LEAST] or ranked[:3]  # never empty
     for category, score in shown:
-        card = pick_card(category, cards, card_scores, evidence[category])
+        card = pick_card(category, cards, card_scores, evidence[category], first_cards)
         entries = [(card, score)]
         if card is not None and card_scores.get(card.id):
             # A second card of the same category whose decisive signatures also fired.
@@ -181,7 +193,9 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
                          and card_scores.get(c.id, 0.0) >= 0.5]
             if runner_up:
                 alt = max(runner_up, key=lambda c: card_scores[c.id])
-                entries.append((alt, score * 0.9 * card_scores[alt.id] / card_scores[card.id]))
+                # never above the chosen card (which may have won on the first failure)
+                ratio = min(1.0, card_scores[alt.id] / card_scores[card.id])
+                entries.append((alt, score * 0.9 * ratio))
         for chosen, entry_score in entries:
             causes.append(_cause(category, chosen, entry_score, total, report, evidence[category],
                                  why[category]))

@@ -178,3 +178,13 @@ def test_an_uncertain_answer_says_what_would_tell_the_candidates_apart(tmp_path)
     assert all(rc["certainty"] == "weak" for rc in causes)
     assert category(causes[0]["category"]).tell_apart.en in answer["next_steps"]["en"]
     assert len(answer["next_steps"]["en"]) <= 6
+
+
+def test_the_card_that_fired_on_the_first_failure_is_cited_first() -> None:
+    """The sample: rank 5 runs out of memory, torchrun then SIGTERMs the others. The SIGTERM
+    card has more signature hits, but they are on what followed; the OOM line came first."""
+    answer = analyze_paths([str(ROOT / "examples" / "sample-8rank-oom.log")])
+    first = answer["diagnosis"]["root_causes"][0]
+    assert (first["category"], first["card"]) == ("rank_crashed",
+                                                 "cuda-oom-on-one-rank-others-timeout")
+    assert answer["diagnosis"]["suspects"][0]["rank"] == 5
