@@ -163,9 +163,9 @@ def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card]) -> str:
     rc = diagnosis.root_causes[0]
     card = by_id.get(rc.card or "")
     what = card.title.en if card else category(rc.category).en
-    prefix = {"likely": "Most likely", "possible": "Possibly"}.get(
-        rc.certainty, "Unclear; weak candidate") if diagnosis.verdict == "diagnosed" else (
-        "Unclear; weak candidate")
+    prefix = "Unclear; weak candidate"
+    if diagnosis.verdict == "diagnosed":
+        prefix = {"likely": "Most likely", "possible": "Possibly"}.get(rc.certainty, prefix)
     who = ""
     if diagnosis.suspects:
         s = diagnosis.suspects[0]

@@ -100,8 +100,8 @@ def analyze_sources(
     cards = list(cards if cards is not None else knowledge_for(cache)[0])
     limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
     report = analyzer_for(cards, cache).analyze(sources, limits)
-    failure = report.evidence_found or bool(report.signatures) or report.salient.reports_failure()
-    return report, diagnose(report, cards, incidents=bundled_index(cache) if failure else None)
+    index = bundled_index(cache) if report.shows_failure else None
+    return report, diagnose(report, cards, incidents=index)
 
 
 def analyze_paths(

@@ -158,11 +158,13 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
         if s.reason not in why[s.category]:
             why[s.category].append(s.reason)
         evidence[s.category].extend(s.evidence)
-    has_evidence = report.evidence_found or bool(sigs) or report.salient.reports_failure()
-    if neighbours is None:
+    has_evidence = report.shows_failure or bool(sigs)
+    if not has_evidence:
+        neighbours = []
+    elif neighbours is None:
         neighbours = (incidents.nearest(report.salient.lines(), k=max(fusion.votes.k, 3))
-                      if incidents is not None and has_evidence else [])
-    neighbours = list(neighbours) if has_evidence else []
+                      if incidents is not None else [])
+    neighbours = list(neighbours)
     if neighbours:
         for category, share in category_votes(neighbours, fusion.votes).items():
             parts[category].append(fusion.weight * share)

@@ -19,7 +19,7 @@ from bot.logs.model import (
     TimeoutRecord,
 )
 from bot.logs.prefixes import LineInfo, clean, parse_line
-from bot.logs.salient import GENERIC, SALIENT_PATTERN, normalise
+from bot.logs.salient import SALIENT_PATTERN, body_key
 from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Tally, Trigger
 from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
@@ -62,11 +62,11 @@ class _SourceState:
     #: a thousand ranks (only rank, time and counters differ) is normalised once
     seen_salient: dict[str, str] = field(default_factory=dict)
 
-    def normalised(self, body: str) -> str:
+    def salient_key(self, body: str) -> str:
         masked = body.translate(_DIGITS)
         key = self.seen_salient.get(masked)
         if key is None:
-            key = normalise(body)
+            key = body_key(body)
             if len(self.seen_salient) < 8192:
                 self.seen_salient[masked] = key
         return key
@@ -146,7 +146,7 @@ class Analyzer:
             if kind is not None:
                 kinds.append(kind)
             elif tid == self._salient_id:
-                key = "" if GENERIC.search(info.body) else st.normalised(info.body)
+                key = st.salient_key(info.body)
                 if key:
                     report.salient.add(key, ev)
             else:

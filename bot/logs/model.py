@@ -152,6 +152,11 @@ class LogReport:
         return sum(s.lines for s in self.sources)
 
     @property
+    def shows_failure(self) -> bool:
+        """Evidence of a failure: a fact or signature, or a kept line that reports one."""
+        return self.evidence_found or self.salient.reports_failure()
+
+    @property
     def evidence_found(self) -> bool:
         return bool(self.signatures) or any(
             self.counts[k] for k in self.counts if k not in INFO_KINDS

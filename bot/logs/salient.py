@@ -78,16 +78,18 @@ def normalise(body: str) -> str:
     return " ".join(text.split())
 
 
+def body_key(body: str) -> str:
+    """The normalised form of a salient line's message ("" for the lines every timeout
+    prints, which are left out)."""
+    return "" if GENERIC.search(body) else normalise(body)
+
+
 def salient_key(raw_line: str) -> str | None:
     """The normalised form of a raw log line, or None when the line is not salient."""
     line = clean(raw_line)
     if not line or not SALIENT.search(line):
         return None
-    body = parse_line(line).body
-    if GENERIC.search(body):
-        return None
-    key = normalise(body)
-    return key or None
+    return body_key(parse_line(line).body) or None
 
 
 W = TypeVar("W")
