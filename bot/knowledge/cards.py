@@ -12,10 +12,11 @@ from collections.abc import Iterable, Iterator
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     AnyHttpUrl,
     BaseModel,
     ConfigDict,
@@ -81,6 +82,14 @@ def _check_categories(values: list[str]) -> list[str]:
     if unknown:
         raise ValueError(f"unknown categories {unknown}; see knowledge/taxonomy.yaml")
     return values
+
+
+def _known_category(value: str) -> str:
+    return _check_categories([value])[0]
+
+
+#: A category id of knowledge/taxonomy.yaml (validated), for cards and incidents alike.
+CategoryId = Annotated[str, AfterValidator(_known_category)]
 
 
 class Strict(BaseModel):
@@ -191,8 +200,8 @@ class Card(Strict):
 
     id: Slug
     title: Bilingual
-    category: str
-    also: list[str] = Field(default_factory=list)
+    category: CategoryId
+    also: list[CategoryId] = Field(default_factory=list)
     frameworks: list[str] = Field(min_length=1)
     versions: list[NonEmpty] = Field(default_factory=list)
     symptoms: BilingualList
@@ -204,16 +213,6 @@ class Card(Strict):
     examples: list[NonEmpty] = Field(default_factory=list)
     sources: list[AnyHttpUrl] = Field(min_length=1)
     reviewed: dt.date
-
-    @field_validator("category")
-    @classmethod
-    def _known_category(cls, value: str) -> str:
-        return _check_categories([value])[0]
-
-    @field_validator("also")
-    @classmethod
-    def _known_also(cls, value: list[str]) -> list[str]:
-        return _check_categories(value)
 
     @field_validator("frameworks")
     @classmethod
@@ -272,18 +271,22 @@ class Card(Strict):
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def knowledge_dir() -> Path:
+    """Where the bundled knowledge lives (works from a wheel and from a checkout)."""
+    return Path(str(resources.files("knowledge")))
+
+
 def cards_dir() -> Path:
-    """Where the bundled cards live (works from a wheel and from a checkout)."""
-    return Path(str(resources.files("knowledge"))) / "cards"
+    return knowledge_dir() / "cards"
 
 
 def taxonomy_path() -> Path:
-    return Path(str(resources.files("knowledge"))) / "taxonomy.yaml"
+    return knowledge_dir() / "taxonomy.yaml"
 
 
 def healthy_logs() -> list[tuple[str, str]]:
     """The bundled logs of healthy runs (name, text): no signature may fire on them."""
-    folder = Path(str(resources.files("knowledge"))) / "healthy"
+    folder = knowledge_dir() / "healthy"
     return [(p.name, p.read_text(encoding="utf-8", errors="replace"))
             for p in sorted(folder.glob("*.log"))]
 
@@ -292,12 +295,17 @@ def card_files(directory: Path | None = None) -> list[Path]:
     return sorted((directory or cards_dir()).glob("*.yaml"))
 
 
-def parse_card(text: str) -> Card:
-    """Parse one card's YAML text into a validated Card (raises on any defect)."""
+def yaml_mapping(text: str, what: str) -> dict[str, Any]:
+    """One knowledge file's YAML text as a mapping (raises ValueError naming `what`)."""
     data = yaml.load(text, Loader=_LOADER)  # CSafeLoader or SafeLoader
     if not isinstance(data, dict):
-        raise ValueError("a card must be a YAML mapping")
-    return Card.model_validate(data)
+        raise ValueError(f"{what} must be a YAML mapping")
+    return data
+
+
+def parse_card(text: str) -> Card:
+    """Parse one card's YAML text into a validated Card (raises on any defect)."""
+    return Card.model_validate(yaml_mapping(text, "a card"))
 
 
 def load_cards(files: Iterable[Path] | None = None) -> list[Card]:

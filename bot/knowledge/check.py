@@ -13,13 +13,12 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
-from bot.knowledge.cards import Card, card_files, parse_card, taxonomy_path
+from bot.knowledge.cards import Card, card_files, knowledge_dir, parse_card, taxonomy_path
 from bot.knowledge.incidents import (
     SEALED_FILE,
     Incident,
@@ -68,7 +67,7 @@ def _load(files: list[Path], parse: Callable[[str], object]
 
 
 def awaiting_review() -> set[str]:
-    path = Path(str(resources.files("knowledge"))) / AWAITING_FILE
+    path = knowledge_dir() / AWAITING_FILE
     if not path.is_file():
         return set()
     return {line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8")

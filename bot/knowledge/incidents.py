@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import (
     AnyHttpUrl,
     BaseModel,
@@ -25,12 +23,11 @@ from pydantic import (
     field_validator,
 )
 
-from bot.knowledge.cards import NonEmpty, Slug, _check_categories
+from bot.knowledge.cards import CategoryId, NonEmpty, Slug, knowledge_dir, yaml_mapping
 
 MAX_LOG_LINES = 150
 MAX_QUOTE_CHARS = 400
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Repo = Annotated[str, StringConstraints(pattern=r"^[\w.-]+/[\w.-]+$")]
 
 
@@ -57,8 +54,8 @@ class Incident(_Strict):
     #: when the thread was opened, as the thread shows it; None when it could not be seen
     #: (never estimated). Undated incidents are never sealed.
     date: dt.date | None = None
-    category: str
-    secondary: list[str] = Field(default_factory=list)
+    category: CategoryId
+    secondary: list[CategoryId] = Field(default_factory=list)
     card: Slug | None = None
     log: NonEmpty
     resolution: NonEmpty
@@ -67,16 +64,6 @@ class Incident(_Strict):
     hardware: str | None = None
     question: str | None = None
     question_zh: str | None = None
-
-    @field_validator("category")
-    @classmethod
-    def _known_category(cls, value: str) -> str:
-        return _check_categories([value])[0]
-
-    @field_validator("secondary")
-    @classmethod
-    def _known_secondary(cls, value: list[str]) -> list[str]:
-        return _check_categories(value)
 
     @field_validator("log")
     @classmethod
@@ -113,8 +100,7 @@ class Sealed(_Strict):
 
 
 def incidents_dir() -> Path:
-    """Where the bundled incidents live (works from a wheel and from a checkout)."""
-    return Path(str(resources.files("knowledge"))) / "incidents"
+    return knowledge_dir() / "incidents"
 
 
 def incident_files(directory: Path | None = None) -> list[Path]:
@@ -122,10 +108,7 @@ def incident_files(directory: Path | None = None) -> list[Path]:
 
 
 def parse_incident(text: str) -> Incident:
-    data = yaml.load(text, Loader=_LOADER)  # CSafeLoader or SafeLoader
-    if not isinstance(data, dict):
-        raise ValueError("an incident must be a YAML mapping")
-    return Incident.model_validate(data)
+    return Incident.model_validate(yaml_mapping(text, "an incident"))
 
 
 def load_incidents(files: Iterable[Path] | None = None) -> list[Incident]:
@@ -148,4 +131,4 @@ def load_sealed(directory: Path | None = None) -> Sealed | None:
     path = (directory or incidents_dir()) / SEALED_FILE
     if not path.is_file():
         return None
-    return Sealed.model_validate(yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER))
+    return Sealed.model_validate(yaml_mapping(path.read_text(encoding="utf-8"), SEALED_FILE))
