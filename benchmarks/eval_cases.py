@@ -37,6 +37,7 @@ from bot.diagnosis.engine import Fusion  # noqa: E402
 from bot.diagnosis.evaluate import (  # noqa: E402
     MODES,
     Score,
+    analyze_incidents,
     cross_validate,
     evaluate,
     fold_indexes,
@@ -46,17 +47,7 @@ from bot.diagnosis.evaluate import (  # noqa: E402
     tune,
 )
 from bot.diagnosis.nearest import IncidentIndex  # noqa: E402
-from bot.knowledge.incidents import Incident, load_incidents, load_sealed  # noqa: E402
-from bot.logs.model import LogReport  # noqa: E402
-
-
-def analyze_all(incidents: list[Incident]) -> dict[str, LogReport]:
-    from bot.logs.analyze import analyzer_for
-    from bot.logs.sources import text_source
-    from bot.service import bundled_cards
-
-    analyzer = analyzer_for(bundled_cards())
-    return {i.id: analyzer.analyze([text_source(f"{i.id}.log", i.log)]) for i in incidents}
+from bot.knowledge.incidents import load_incidents, load_sealed  # noqa: E402
 
 
 def line(label: str, score: Score) -> str:
@@ -142,7 +133,7 @@ def main() -> None:
     sealed_ids = set(sealed_spec.ids) if sealed_spec else set()
     dev = [i for i in corpus if i.id not in sealed_ids]
     sealed = [i for i in corpus if i.id in sealed_ids]
-    reports = analyze_all(dev + (sealed if args.sealed else []))
+    reports = analyze_incidents(dev + (sealed if args.sealed else []), cards)
     fusion = Fusion()
     summary: dict[str, dict[str, float]] = {}
 

@@ -20,7 +20,9 @@ from bot.diagnosis.engine import Fusion, diagnose
 from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
 from bot.knowledge.cards import Card
 from bot.knowledge.incidents import Incident
+from bot.logs.analyze import analyzer_for
 from bot.logs.model import LogReport
+from bot.logs.sources import text_source
 
 MODES = ("grep", "rules", "nearest", "fused")
 
@@ -45,6 +47,13 @@ GREP_RULES: tuple[tuple[str, str], ...] = (
     (r"Watchdog caught|timed out|[Tt]imeout", "timeout_too_short"),
 )
 _GREP = [(re.compile(p), c) for p, c in GREP_RULES]
+
+
+def analyze_incidents(incidents: Iterable[Incident], cards: Sequence[Card]
+                      ) -> dict[str, LogReport]:
+    """Each incident's log read by the analyzer, by incident id (no corpus involved)."""
+    analyzer = analyzer_for(cards)
+    return {i.id: analyzer.analyze([text_source(f"{i.id}.log", i.log)]) for i in incidents}
 
 
 def grep_ranking(log: str) -> tuple[str, ...]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 from functools import lru_cache
 
 from bot.diagnosis.engine import Fusion, diagnose
-from bot.diagnosis.evaluate import cross_validate, fold_indexes, neighbours_for
+from bot.diagnosis.evaluate import (
+    analyze_incidents,
+    cross_validate,
+    fold_indexes,
+    neighbours_for,
+)
 from bot.diagnosis.nearest import IncidentIndex
 from bot.knowledge.incidents import Incident, load_incidents, load_sealed
-from bot.logs.analyze import analyzer_for
 from bot.logs.model import LogReport
-from bot.logs.sources import text_source
 from bot.service import bundled_cards
 
 FLOORS = {"fused": (0.60, 0.72), "nearest": (0.33, 0.58)}  # (top-1, top-3), 5-fold CV
@@ -24,8 +27,7 @@ def dev() -> tuple[list[Incident], dict[str, LogReport]]:
     sealed = load_sealed()
     ids = set(sealed.ids) if sealed else set()
     corpus = [i for i in load_incidents() if i.id not in ids]
-    analyzer = analyzer_for(bundled_cards())
-    return corpus, {i.id: analyzer.analyze([text_source(f"{i.id}.log", i.log)]) for i in corpus}
+    return corpus, analyze_incidents(corpus, bundled_cards())
 
 
 def test_cross_validated_accuracy_floors() -> None:
