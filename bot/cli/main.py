@@ -223,6 +223,8 @@ def _register_all() -> None:
 
 
 _register_all()
+#: The commands that have sub-commands (`ncclbot serve slack`), as registered.
+GROUPS = frozenset(g.name for g in app.registered_groups if g.name)
 
 
 #: Optional dependencies and the extra that installs them (pyproject's optional-dependencies).
@@ -243,8 +245,7 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
     if extra is None:
         return None
     words = [a for a in sys.argv[1:3] if not a.startswith("-")]
-    groups = {"serve", "node", "knowledge", "schema", "feedback"}
-    command = " ".join(words[:2] if words and words[0] in groups else words[:1]) or "this"
+    command = " ".join(words[:2] if words and words[0] in GROUPS else words[:1]) or "this"
     return (f"`ncclbot {command}` needs the optional package {top!r}: "
             f"pip install 'ncclbot[{extra}]' (or 'ncclbot[bot]' for everything the bot uses)")
 
