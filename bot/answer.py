@@ -1,23 +1,27 @@
-"""The answer: a diagnosis plus the cards behind it, in the JSON contract of design.md (pure).
-
-{"diagnosis": {"root_causes": [{"category", "card", "confidence", "evidence": [...]}],
-               "suspects": [{"rank", "host", "reason"}], "verdict", ...},
- "remediation": {"en": [...], "zh": [...]},
- "citations": [{"card", "title", "sources"}], ...}
-"""
+"""A diagnosis plus the cards behind it -> an `Answer` (pure)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from bot.diagnosis.engine import Diagnosis
+from bot.contract import (
+    Answer,
+    Citation,
+    DiagnosisOut,
+    EvidenceLine,
+    Lang,
+    PerLanguage,
+    RootCauseOut,
+    SimilarIncident,
+    SuspectOut,
+    Verdict,
+    langs_of,
+)
+from bot.diagnosis.engine import Diagnosis, RootCause
 from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import category
 from bot.logs.crossrank import describe
 from bot.logs.model import LogReport
-
-LANGS = ("en", "zh")
 
 NEXT_STEPS = {
     "en": [
@@ -38,10 +42,10 @@ NEXT_STEPS = {
 }
 
 
-def next_steps(diagnosis: Diagnosis, langs: Sequence[str]) -> dict[str, list[str]]:
+def next_steps(diagnosis: Diagnosis, langs: Sequence[Lang]) -> PerLanguage:
     """For an uncertain answer: what would tell the leading candidates apart, then what to
     attach in general."""
-    steps: dict[str, list[str]] = {lg: [] for lg in langs}
+    steps: PerLanguage = {lg: [] for lg in langs}
     for cid in dict.fromkeys(rc.category for rc in diagnosis.root_causes[:3]):
         tell = category(cid).tell_apart
         for lg in langs:
@@ -51,18 +55,21 @@ def next_steps(diagnosis: Diagnosis, langs: Sequence[str]) -> dict[str, list[str
     return {lg: s[:6] for lg, s in steps.items()}
 
 
-def _langs(lang: str) -> tuple[str, ...]:
-    return LANGS if lang == "both" else (lang,)
+def card_brief(card: Card, lang: str = "both") -> Citation:
+    """A card as a citation: its titles, sources, and whether every claim quotes a source."""
+    return Citation(card=card.id, title={lg: getattr(card.title, lg) for lg in langs_of(lang)},
+                    sources=card.source_urls, verified=card.verified)
 
 
-def card_brief(card: Card, lang: str = "both") -> dict[str, Any]:
-    return {
-        "card": card.id,
-        "title": {lg: getattr(card.title, lg) for lg in _langs(lang)},
-        "sources": card.source_urls,
-        # every claim of the card quotes one of its sources (False: not yet re-checked)
-        "verified": card.verified,
-    }
+def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> RootCauseOut:
+    cat = category(rc.category)
+    return RootCauseOut(
+        category=rc.category, card=rc.card, confidence=rc.confidence,
+        certainty=rc.certainty,
+        evidence=[EvidenceLine.model_validate(e.to_dict()) for e in rc.evidence],
+        category_name={lg: getattr(cat, lg) for lg in langs}, why=list(rc.why),
+        title={lg: getattr(card.title, lg) for lg in langs} if card else {},
+        remediation={lg: list(getattr(card.remediation, lg)) for lg in langs} if card else {})
 
 
 def build_answer(
@@ -70,65 +77,42 @@ def build_answer(
     cards: Sequence[Card],
     report: LogReport | None = None,
     lang: str = "both",
-) -> dict[str, Any]:
+    verdict: Verdict | None = None,
+) -> Answer:
+    """The answer: the diagnosis with its cards' steps when it is decided, what would tell
+    the candidates apart when it is not. `verdict` overrides the diagnosis's (a question
+    may decide it, see `decide_verdict`)."""
     by_id = {c.id: c for c in cards}
-    langs = _langs(lang)
-    root_causes = []
+    langs = langs_of(lang)
+    root_causes = [root_cause_out(rc, by_id.get(rc.card or ""), langs)
+                   for rc in diagnosis.root_causes]
+    top = root_causes[0] if root_causes else None
+    verdict = verdict or diagnosis.verdict
+    top_card = by_id.get(top.card or "") if top else None
+    confident = verdict == "diagnosed" and top_card is not None
+    cited: list[Citation] = []
     for rc in diagnosis.root_causes:
         card = by_id.get(rc.card or "")
-        cat = category(rc.category)
-        entry: dict[str, Any] = {
-            "category": rc.category,
-            "card": rc.card,
-            "confidence": rc.confidence,
-            "certainty": rc.certainty,
-            "evidence": [e.to_dict() for e in rc.evidence],
-            "category_name": {lg: getattr(cat, lg) for lg in langs},
-            "why": rc.why,
-        }
-        if card is not None:
-            entry["title"] = {lg: getattr(card.title, lg) for lg in langs}
-            entry["remediation"] = {lg: list(getattr(card.remediation, lg)) for lg in langs}
-        root_causes.append(entry)
-
-    top = by_id.get(diagnosis.root_causes[0].card or "") if diagnosis.root_causes else None
-    confident = diagnosis.verdict == "diagnosed" and top is not None
-    remediation = {
-        lg: list(getattr(top.remediation, lg)) if confident and top else [] for lg in langs
-    }
-    verify = {lg: list(getattr(top.verify, lg)) if confident and top else [] for lg in langs}
-    cited: list[dict[str, Any]] = []
-    for rc in diagnosis.root_causes:
-        card = by_id.get(rc.card or "")
-        if card is not None and all(c["card"] != card.id for c in cited):
+        if card is not None and all(c.card != card.id for c in cited):
             cited.append(card_brief(card, lang))
-    probes = sorted(
-        {
-            p
-            for rc in diagnosis.root_causes[:2]
-            for p in (by_id[rc.card].probes if rc.card in by_id else [])
-        }
+    return Answer(
+        verdict=verdict,
+        summary=summary_line(diagnosis, by_id, verdict),
+        diagnosis=DiagnosisOut(
+            verdict=verdict, root_causes=root_causes,
+            suspects=[SuspectOut.model_validate(s.to_dict()) for s in diagnosis.suspects],
+            ranks=describe(diagnosis.crossrank, report.world_size if report else None)),
+        remediation={lg: list(getattr(top_card.remediation, lg)) if confident and top_card
+                     else [] for lg in langs},
+        verify={lg: list(getattr(top_card.verify, lg)) if confident and top_card else []
+                for lg in langs},
+        citations=cited,
+        similar_incidents=similar_incidents(diagnosis),
+        probes=sorted({p for rc in diagnosis.root_causes[:2]
+                       for p in (by_id[rc.card].probes if rc.card in by_id else [])}),
+        next_steps=next_steps(diagnosis, langs) if verdict != "diagnosed" else None,
+        input=report.summary() if report is not None else None,
     )
-    answer: dict[str, Any] = {
-        "verdict": diagnosis.verdict,
-        "summary": summary_line(diagnosis, by_id),
-        "diagnosis": {
-            "verdict": diagnosis.verdict,
-            "root_causes": root_causes,
-            "suspects": [s.to_dict() for s in diagnosis.suspects],
-            "ranks": describe(diagnosis.crossrank, report.world_size if report else None),
-        },
-        "remediation": remediation,
-        "verify": verify,
-        "citations": cited,
-        "similar_incidents": similar_incidents(diagnosis),
-        "probes": probes,
-    }
-    if diagnosis.verdict != "diagnosed":
-        answer["next_steps"] = next_steps(diagnosis, langs)
-    if report is not None:
-        answer["input"] = report.summary()
-    return answer
 
 
 #: A past incident is shown as "seen before" from this similarity on (cosine, 0..1).
@@ -136,27 +120,22 @@ SIMILAR_FLOOR = 0.2
 SIMILAR_MAX = 3
 
 
-def similar_incidents(diagnosis: Diagnosis) -> list[dict[str, Any]]:
+def similar_incidents(diagnosis: Diagnosis) -> list[SimilarIncident]:
     """The closest past incidents above the floor whose cause is the leading candidate (or
     another that is more than weak): what fixed it before. An incident that only shares
     boilerplate lines with the log is not shown."""
     top = {rc.category for i, rc in enumerate(diagnosis.root_causes[:3])
            if i == 0 or rc.certainty != "weak"}
     return [
-        {
-            "source": inc.url,
-            "title": inc.title,
-            "category": inc.category,
-            "resolution": inc.resolution,
-            "score": round(n.score, 2),
-        }
+        SimilarIncident(source=inc.url, title=inc.title, category=inc.category,
+                        resolution=inc.resolution, score=round(min(1.0, n.score), 2))
         for n in diagnosis.neighbours
         if (inc := n.incident) is not None and n.score >= SIMILAR_FLOOR and inc.accepted & top
     ][:SIMILAR_MAX]
 
 
-def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card]) -> str:
-    if diagnosis.verdict == "no_evidence":
+def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card], verdict: str) -> str:
+    if verdict == "no_evidence":
         return "No failure evidence found in the log."
     if not diagnosis.root_causes:
         return "Unknown: the evidence fits no known root cause."
@@ -164,7 +143,7 @@ def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card]) -> str:
     card = by_id.get(rc.card or "")
     what = card.title.en if card else category(rc.category).en
     prefix = "Unclear; weak candidate"
-    if diagnosis.verdict == "diagnosed":
+    if verdict == "diagnosed":
         prefix = {"likely": "Most likely", "possible": "Possibly"}.get(rc.certainty, prefix)
     who = ""
     if diagnosis.suspects:

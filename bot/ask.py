@@ -1,4 +1,4 @@
-"""`ncclbot ask`: a question (and optional logs) -> the answer dict of `bot.answer` (deterministic).
+"""`ncclbot ask`: a question (and optional logs) -> an `Answer` (deterministic).
 
 How the question and the log combine:
 - retrieval ranks cards for the question (BM25 + dense, plus the log's signatures when given);
@@ -11,6 +11,7 @@ How the question and the log combine:
   answer, 0.3 let a question's wording outvote the log, 0.1 loses top-3 answers);
 - a question is specific when its best card ranks first in both channels, or in the top two
   of both with a distinctive matched term (one that occurs in at most 3 cards);
+- the verdict is `decide_verdict`'s, with the question's specificity as its grounding;
 - when the answer is unclear, `next_steps` says what would tell the candidates apart,
   built from the candidates' categories and their cards' node probes.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 from bot.answer import build_answer
 from bot.config import Settings
+from bot.contract import Answer, Lang, PerLanguage, RetrievalHit, decide_verdict, langs_of
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.rules import Signal
 from bot.knowledge.cards import Card
@@ -82,7 +84,7 @@ def question_signals(hits: Sequence[Any], scale: float) -> list[Signal]:
 
 
 def next_steps(categories: Sequence[str], cards: Sequence[Card], has_log: bool,
-               langs: Sequence[str]) -> dict[str, list[str]]:
+               langs: Sequence[Lang]) -> PerLanguage:
     """What would tell the candidate categories apart, in order of the candidates."""
     steps: list[tuple[str, str]] = [] if has_log else [ATTACH_LOG]
     for cat in dict.fromkeys(categories):
@@ -93,14 +95,13 @@ def next_steps(categories: Sequence[str], cards: Sequence[Card], has_log: bool,
     for p in probes:
         if f"ncclbot node {p}" not in mentioned:
             steps.append((PROBE_STEP[0].format(p=p), PROBE_STEP[1].format(p=p)))
-    idx = {"en": 0, "zh": 1}
-    return {lg: [s[idx[lg]] for s in steps[:6]] for lg in langs}
+    return {lg: [s[0 if lg == "en" else 1] for s in steps[:6]] for lg in langs}
 
 
 def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str = "both",
             report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
-            distinctive: set[str] | None = None) -> dict[str, Any]:
-    """Pure: the question, its retrieval hits and the optional log analysis -> answer dict."""
+            distinctive: set[str] | None = None) -> Answer:
+    """Pure: the question, its retrieval hits and the optional log analysis -> an answer."""
     log_decisive = log_diagnosis is not None and log_diagnosis.verdict == "diagnosed"
     specific = is_specific(hits, distinctive or set())
     scale = SCALE_LOG_DECISIVE if log_decisive else SCALE_SPECIFIC if specific else SCALE_VAGUE
@@ -113,29 +114,29 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
     for rc in diagnosis.root_causes:
         if rc.category in by_cat and not diagnosis.card_scores.get(rc.card or ""):
             rc.card = by_cat[rc.category]
-    if not has_log:
-        diagnosis.verdict = "diagnosed" if specific and diagnosis.root_causes else "unknown"
-    elif diagnosis.verdict == "unknown" and specific and diagnosis.root_causes:
-        diagnosis.verdict = "diagnosed"
-    answer = build_answer(diagnosis, cards, report, lang)
-    langs = ("en", "zh") if lang == "both" else (lang,)
-    answer["question"] = question
-    answer["lang"] = lang
-    answer["specific"] = specific
-    answer["retrieval"] = [h.to_dict() for h in hits]
-    if diagnosis.verdict != "diagnosed":
+    top = diagnosis.root_causes[0].score if diagnosis.root_causes else None
+    verdict = decide_verdict(top, logs_given=report is not None,
+                             log_failure=has_log or (log_diagnosis is not None
+                                                     and log_diagnosis.verdict != "no_evidence"),
+                             grounded_question=specific)
+    answer = build_answer(diagnosis, cards, report, lang, verdict)
+    langs = langs_of(lang)
+    answer.question = question
+    answer.lang = lang  # type: ignore[assignment]  # resolved to en, zh or both by the caller
+    answer.specific = specific
+    answer.retrieval = [RetrievalHit.model_validate(h.to_dict()) for h in hits]
+    if verdict != "diagnosed":
         cats = [rc.category for rc in diagnosis.root_causes[:4]]
         chosen = [c for c in cards if c.id in {rc.card for rc in diagnosis.root_causes[:3]}]
-        answer["next_steps"] = next_steps(cats, chosen, has_log, langs)
+        answer.next_steps = next_steps(cats, chosen, has_log, langs)
     return answer
 
 
 def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "both",
                     settings: Settings | None = None,
-                    analysis: tuple[LogReport, Diagnosis] | None = None) -> dict[str, Any]:
+                    analysis: tuple[LogReport, Diagnosis] | None = None) -> Answer:
     """Answer a question, with optional log files (or their `analysis`, already made): the
-    JSON contract of `analyze` plus `question`, `lang`, `specific` and `retrieval`
-    ([{card, category, score, why, channels}])."""
+    answer of `analyze` plus `question`, `lang`, `specific` and `retrieval`."""
     from bot.config import load_settings
     from bot.logs.sources import expand_inputs
     from bot.retrieval.search import get_retriever

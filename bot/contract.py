@@ -1,6 +1,10 @@
-"""The answer's JSON contract as a typed model: what `analyze --json` and `ask --json` print,
-and `ncclbot schema answer` publishes (the fields of `../shared/design.md` stay; more fields
-are welcome, so unknown ones are kept)."""
+"""The answer: one typed model for every answer ncclbot gives (analyze, ask, the agent, Slack,
+errors). Renderers, the thread store and `--json` take an `Answer`; `ncclbot schema answer`
+publishes its JSON Schema. The fields of the JSON contract in `../shared/design.md` stay.
+
+One rule decides the verdict (`decide_verdict`); a few constructors build the answers that
+do not come from a diagnosis (`Answer.error`, `Answer.failure`, `Answer.waiting_for_log`).
+"""
 
 from __future__ import annotations
 
@@ -9,19 +13,49 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Verdict = Literal["diagnosed", "unknown", "no_evidence"]
+Verdict = Literal["diagnosed", "unknown", "no_evidence", "error"]
 Certainty = Literal["likely", "possible", "weak"]
-PerLanguage = dict[Literal["en", "zh"], list[str]]
-Titles = dict[Literal["en", "zh"], str]
+Lang = Literal["en", "zh"]
+PerLanguage = dict[Lang, list[str]]
+Titles = dict[Lang, str]
+LANGS: tuple[Lang, ...] = ("en", "zh")
+
+#: A leading cause below this confidence is a candidate, not a diagnosis.
+DIAGNOSED_FROM = 0.3
 
 
-class _Open(BaseModel):
-    """Typed where the contract says so; other fields pass through unchanged."""
+def langs_of(lang: str) -> tuple[Lang, ...]:
+    """The languages an answer in `lang` (en, zh or both) carries."""
+    if lang == "both":
+        return LANGS
+    if lang in LANGS:
+        return (lang,)
+    raise ValueError(f"lang must be en, zh or both, not {lang!r}")
 
-    model_config = ConfigDict(extra="allow")
+
+def decide_verdict(top_confidence: float | None, *, logs_given: bool, log_failure: bool,
+                   grounded_question: bool = False) -> Verdict:
+    """The one rule for an answer's verdict.
+
+    - logs were given but show no failure: `no_evidence` (a question cannot turn an
+      evidence-free log into a diagnosis; candidates are still listed);
+    - a leading cause at or above `DIAGNOSED_FROM`, backed by failure evidence in the logs or
+      by a question (or an LLM answer) that points at one card: `diagnosed`;
+    - otherwise `unknown`.
+    """
+    if logs_given and not log_failure:
+        return "no_evidence"
+    if top_confidence is None or top_confidence < DIAGNOSED_FROM:
+        return "unknown"
+    return "diagnosed" if log_failure or grounded_question else "unknown"
 
 
-class EvidenceLine(_Open):
+class _Model(BaseModel):
+    # the published schema is what `--json` prints: every field is always there
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+
+
+class EvidenceLine(_Model):
     file: str
     line: int = Field(ge=0)
     text: str
@@ -29,34 +63,39 @@ class EvidenceLine(_Open):
     host: str | None = None
 
 
-class RootCauseOut(_Open):
+class RootCauseOut(_Model):
     category: str = Field(description="an id of knowledge/taxonomy.yaml")
     card: str | None = Field(description="the card the cause comes from")
     confidence: float = Field(ge=0, le=1)
     certainty: Certainty | None = Field(default=None, description="the confidence in words")
     evidence: list[EvidenceLine] = Field(default_factory=list)
+    category_name: Titles = Field(default_factory=dict)
+    title: Titles = Field(default_factory=dict, description="the card's title")
+    why: list[str] = Field(default_factory=list)
+    remediation: PerLanguage = Field(default_factory=dict, description="the card's steps")
 
 
-class SuspectOut(_Open):
+class SuspectOut(_Model):
     rank: int | None = None
     host: str | None = None
     reason: str = ""
 
 
-class DiagnosisOut(_Open):
+class DiagnosisOut(_Model):
     verdict: Verdict | None = None
-    root_causes: list[RootCauseOut] = Field(description="best first")
+    root_causes: list[RootCauseOut] = Field(default_factory=list, description="best first")
     suspects: list[SuspectOut] = Field(default_factory=list)
+    ranks: list[str] = Field(default_factory=list, description="what the ranks did, in lines")
 
 
-class Citation(_Open):
+class Citation(_Model):
     card: str
     title: Titles
     sources: list[str]
     verified: bool = Field(default=True, description="every claim of the card quotes a source")
 
 
-class SimilarIncident(_Open):
+class SimilarIncident(_Model):
     source: str = Field(description="the public thread")
     title: str
     category: str
@@ -64,27 +103,110 @@ class SimilarIncident(_Open):
     score: float = Field(ge=0, le=1)
 
 
-class Answer(_Open):
+class RetrievalHit(_Model):
+    card: str
+    category: str
+    score: float
+    why: list[str] = Field(default_factory=list)
+    channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ChosenStep(_Model):
+    """A remediation step the LLM agent chose from a cited card."""
+
+    card: str
+    step: int = Field(ge=1)
+    note: str = ""
+    en: str | None = None
+    zh: str | None = None
+
+
+class ProbeSuggestion(_Model):
+    node: str
+    preset: str
+    reason: str = ""
+    status: str = "proposed"
+    needs_confirmation: bool = True
+
+
+class ProbeRun(_Model):
+    node: str
+    preset: str
+    result: dict[str, Any]
+
+
+class LlmUse(_Model):
+    used: bool
+    model: str | None = None
+    tools: list[Any] = Field(default_factory=list)
+    dropped: list[Any] = Field(default_factory=list)
+
+
+class Answer(_Model):
     """One answer to a crash log or a question."""
 
     verdict: Verdict
     summary: str
-    diagnosis: DiagnosisOut
+    #: a plain message when there is no diagnosis to show (errors, "attach a log")
+    text: str = ""
+    diagnosis: DiagnosisOut = Field(default_factory=DiagnosisOut)
     remediation: PerLanguage = Field(default_factory=dict)
     verify: PerLanguage = Field(default_factory=dict)
     citations: list[Citation] = Field(default_factory=list)
     similar_incidents: list[SimilarIncident] = Field(default_factory=list)
     next_steps: PerLanguage | None = None
     notes: list[str] = Field(default_factory=list)
+    #: node diagnostics worth running for the leading causes (`ncclbot node <probe>`)
+    probes: list[str] = Field(default_factory=list)
+    #: what was read: files, bytes, lines, ranks, versions (None without logs)
+    input: dict[str, Any] | None = None
+    question: str | None = None
+    lang: Literal["en", "zh", "both"] | None = None
+    #: whether the question alone points at one card
+    specific: bool | None = None
+    retrieval: list[RetrievalHit] = Field(default_factory=list)
+    #: the LLM agent's account, chosen steps, probe proposals and runs (agent answers only)
+    explanation: str = ""
+    remediation_steps: list[ChosenStep] = Field(default_factory=list)
+    suggested_probes: list[ProbeSuggestion] = Field(default_factory=list)
+    probe_results: list[ProbeRun] = Field(default_factory=list)
+    llm: LlmUse | None = None
+    thread_id: str | None = None
 
+    # -- constructors for answers without a diagnosis --------------------------------------
 
-def answer_json(answer: dict[str, Any]) -> str:
-    """The answer as contract JSON: validated against `Answer` (a defect here is a bug, not
-    bad input), with every contract field present."""
-    model = Answer.model_validate(answer)
-    return json.dumps(model.model_dump(mode="json", exclude_none=False), ensure_ascii=False,
-                      indent=2)
+    @classmethod
+    def plain(cls, verdict: Verdict, summary: str, text: str) -> Answer:
+        return cls(verdict=verdict, summary=summary, text=text)
+
+    @classmethod
+    def error(cls, message: str, hint: str | None = None) -> Answer:
+        """An expected failure (the message says what to do next)."""
+        return cls.plain("error", "I could not analyze that.",
+                         message + (f"\n{hint}" if hint else ""))
+
+    @classmethod
+    def failure(cls, exc: BaseException) -> Answer:
+        """An unexpected failure (a missing optional package, a bug)."""
+        return cls.plain("error", "I could not answer that.",
+                         f"The answering backend failed ({type(exc).__name__}: "
+                         f"{str(exc)[:300]}). The details are in the bot's log. Try again, or "
+                         "run `ncclbot analyze` on the log.")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def root_causes(self) -> list[RootCauseOut]:
+        return self.diagnosis.root_causes
+
+    def with_notes(self, *notes: str) -> Answer:
+        """This answer with more notes (a copy)."""
+        return self.model_copy(update={"notes": [*self.notes, *notes]})
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, indent=2)
 
 
 def answer_schema() -> dict[str, Any]:
-    return Answer.model_json_schema()
+    """The JSON Schema of what `analyze --json` and `ask --json` print."""
+    return Answer.model_json_schema(mode="serialization")

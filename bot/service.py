@@ -9,10 +9,11 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO, TypeVar
+from typing import BinaryIO, TypeVar
 
 from bot.answer import build_answer
 from bot.config import Settings
+from bot.contract import Answer
 from bot.diagnosis import nearest
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.nearest import IncidentIndex
@@ -109,30 +110,29 @@ def analyze_paths(
     settings: Settings | None = None,
     lang: str = "both",
     stdin: BinaryIO | None = None,
-) -> dict[str, Any]:
-    """Analyze log files (or '-' for stdin) and return the answer dict."""
+) -> Answer:
+    """Analyze log files (or '-' for stdin) and return the answer."""
     cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
     report, diagnosis = analyze_sources(expand_inputs(paths, stdin), settings, cards)
     return answer_from_analysis(report, diagnosis, cards, lang)
 
 
 def answer_from_analysis(report: LogReport, diagnosis: Diagnosis, cards: Sequence[Card],
-                         lang: str = "both", brief: bool = False) -> dict[str, Any]:
+                         lang: str = "both", brief: bool = False) -> Answer:
     """The answer from the logs alone, with what went wrong reading them and, when nothing
     was found, what was read (`brief`: without listing what was looked for)."""
     answer = add_source_notes(build_answer(diagnosis, list(cards), report, lang), report)
     if diagnosis.verdict == "no_evidence":
         looked_for = "" if brief else (" (no NCCL errors, watchdog timeouts, tracebacks or "
                                        "signals)")
-        answer.setdefault("notes", []).append(
+        answer.notes.append(
             f"read {report.total_bytes} bytes, {report.total_lines} lines from "
             f"{len(report.sources)} file(s) and found no failure evidence{looked_for}."
         )
     return answer
 
 
-def add_source_notes(answer: dict[str, Any], report: LogReport) -> dict[str, Any]:
+def add_source_notes(answer: Answer, report: LogReport) -> Answer:
     """Each input's reading problems (skipped zip members, decoding, limits) as notes."""
-    for src in report.sources:
-        answer.setdefault("notes", []).extend(f"{src.name}: {p}" for p in src.problems)
-    return answer
+    return answer.with_notes(*(f"{src.name}: {p}" for src in report.sources
+                               for p in src.problems))

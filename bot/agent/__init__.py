@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.config import Settings
+    from bot.contract import Answer
 
 #: Top-level modules of the `llm` extra; without them the agent cannot run.
 LLM_EXTRA = frozenset({"langchain", "langchain_core", "langgraph", "langchain_openai",
@@ -23,25 +24,27 @@ LLM_EXTRA = frozenset({"langchain", "langchain_core", "langgraph", "langchain_op
 
 def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: str | None = None,
             settings: Settings | None = None, confirm_probe: Any = None,
-            **kwargs: Any) -> dict[str, Any]:
-    """The answer dict (bot.answer's contract plus "explanation", "notes" and "llm").
+            **kwargs: Any) -> Answer:
+    """The `Answer` (with "explanation", "notes" and "llm").
 
     Without a configured provider, without the `llm` extra, or when the LLM fails, times
     out or cannot ground its answer: the deterministic answer of `bot.ask.answer_question`,
     with a note saying why. `confirm_probe(proposal) -> bool` is asked before any proposed
     probe runs. Keyword-only extras: lang (en, zh, both, auto), model (a chat model),
     store (ConversationStore), nodes (NodeBackend), on_request (sees every redacted
-    message list sent to the model), analyze (the log analysis, for tests).
+    message list sent to the model), analyze (the log analysis, for tests), analysis (the
+    attachments' analysis already made: the deterministic answer reuses it).
     """
     from bot.config import load_settings
+    from bot.troubleshooter import llm_configured
 
     settings = settings or load_settings()
     lang = kwargs.get("lang", "both")
-    if settings.llm_provider is None and kwargs.get("model") is None:
+    if not llm_configured(settings) and kwargs.get("model") is None:
         from bot.agent.backends import DETERMINISTIC, NO_PROVIDER
 
         return _deterministic(question, attachments, settings, lang,
-                              f"{NO_PROVIDER}; {DETERMINISTIC}")
+                              f"{NO_PROVIDER}; {DETERMINISTIC}", kwargs.get("analysis"))
     try:
         from bot.agent.agent import respond as run
     except ModuleNotFoundError as exc:
@@ -51,13 +54,15 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
 
         return _deterministic(question, attachments, settings, lang,
                               f"LLM unavailable (the `llm` extra is not installed: no module "
-                              f"{exc.name!r}; pip install 'ncclbot[llm]'); {DETERMINISTIC}")
+                              f"{exc.name!r}; pip install 'ncclbot[llm]'); {DETERMINISTIC}",
+                              kwargs.get("analysis"))
     return run(question, attachments, thread_id, settings, confirm_probe, **kwargs)
 
 
 def _deterministic(question: str, attachments: Sequence[str | Path], settings: Settings,
-                   lang: str, note: str) -> dict[str, Any]:
+                   lang: str, note: str, analysis: Any = None) -> Answer:
     """No usable LLM: the deterministic answer, without importing LangChain."""
     from bot.agent.backends import fallback_answer
 
-    return fallback_answer(question, [str(p) for p in attachments], lang, settings, [note])
+    return fallback_answer(question, [str(p) for p in attachments], lang, settings, [note],
+                           analysis)

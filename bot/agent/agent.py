@@ -22,6 +22,7 @@ from bot.agent.backends import (
     DETERMINISTIC,
     NO_PROVIDER,
     ClientNodeBackend,
+    LazyAnalysis,
     NodeBackend,
     fallback_answer,
     inventory_names,
@@ -43,6 +44,7 @@ from bot.agent.state import ConversationStore, InMemoryConversationStore, Thread
 from bot.agent.validate import validate_answer
 from bot.ask import resolve_lang
 from bot.config import Settings, load_settings
+from bot.contract import Answer, LlmUse, ProbeRun, SimilarIncident
 from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
@@ -69,8 +71,10 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
             lang: str = "both", model: BaseChatModel | None = None,
             store: ConversationStore | None = None, nodes: NodeBackend | None = None,
             on_request: Callable[[list[BaseMessage]], None] | None = None,
-            analyze: Analyze | None = None) -> dict[str, Any]:
-    """Answer `question` (with log attachments) through the LLM agent; see bot.agent."""
+            analyze: Analyze | None = None,
+            analysis: LazyAnalysis | None = None) -> Answer:
+    """Answer `question` (with log attachments) through the LLM agent; see bot.agent.
+    `analysis`: the attachments' analysis, already made (the fallback answer reuses it)."""
     settings = settings or load_settings()
     lang = resolve_lang(question, lang)
     store = store if store is not None else default_store()
@@ -79,11 +83,13 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
         state.attachments[Path(p).name] = str(p)
     all_paths = list(dict.fromkeys(state.attachments.values()))
     redactor = Redactor(settings.redact_hosts, state.placeholders)
+    if set(all_paths) != {str(p) for p in attachments}:
+        analysis = None  # made of this turn's logs only, not the thread's
 
-    def finish_fallback(notes: list[str]) -> dict[str, Any]:
-        answer = fallback_answer(question, all_paths, lang, settings, notes)
+    def finish_fallback(notes: list[str]) -> Answer:
+        answer = fallback_answer(question, all_paths, lang, settings, notes, analysis)
         state.placeholders = redactor.mapping
-        state.turns.append(Turn(question=question, summary=str(answer.get("summary", ""))))
+        state.turns.append(Turn(question=question, summary=answer.summary))
         store.put(state)
         return answer
 
@@ -136,21 +142,20 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     suspects = [s for data in state.analyses.values() for s in data.get("suspects", [])]
     answer = compose_answer(final, cards, lang, suspects=suspects, notes=notes,
                             proposals=state.proposals)
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, SimilarIncident] = {}
     for data in state.analyses.values():
         for inc in data.get("similar_incidents", []):
-            seen.setdefault(inc["source"], inc)
-    answer["similar_incidents"] = sorted(seen.values(), key=lambda i: -i["score"])[:3]
-    if turn_proposals:
-        answer["probe_results"] = turn_proposals
-    answer["llm"] = {"used": True, "model": getattr(chat, "model_name", None)
-                     or getattr(chat, "model", None),
-                     "tools": redactor.restore_obj(ctx.trace),
-                     "dropped": redactor.restore_obj(outcome.dropped)}
-    answer["thread_id"] = thread_id
+            seen.setdefault(inc["source"], SimilarIncident.model_validate(inc))
+    answer.similar_incidents = sorted(seen.values(), key=lambda i: -i.score)[:3]
+    answer.probe_results = [ProbeRun.model_validate(r) for r in turn_proposals]
+    answer.llm = LlmUse(used=True, model=getattr(chat, "model_name", None)
+                        or getattr(chat, "model", None),
+                        tools=redactor.restore_obj(ctx.trace),
+                        dropped=redactor.restore_obj(outcome.dropped))
+    answer.thread_id = thread_id
     state.placeholders = redactor.mapping
     state.turns.append(Turn(question=question, explanation=final.explanation,
-                            summary=answer["summary"]))
+                            summary=answer.summary))
     store.put(state)
     return answer
 

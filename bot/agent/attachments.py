@@ -120,7 +120,7 @@ def analyze_log(ctx: ToolContext, attachment: str) -> ToolResult:
         "root_causes": causes,
         "suspects": [s.to_dict() for s in diagnosis.suspects[:4]],
         # public threads with what fixed them: "has anyone seen this before?"
-        "similar_incidents": similar_incidents(diagnosis),
+        "similar_incidents": [i.model_dump() for i in similar_incidents(diagnosis)],
         "input": {k: v for k, v in report.summary().items() if k != "files"},
     }
     ctx.state.analyses[shown] = data

@@ -8,14 +8,16 @@ injectable `NodeBackend` (tests pass recorded outputs) that returns results, nev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import Settings
+from bot.contract import Answer, LlmUse
 from tools.result import ToolResult
 
 if TYPE_CHECKING:
     from bot.diagnosis.engine import Diagnosis
+    from bot.logs.model import LogReport
     from bot.nodes.inventory import Inventory
 
 
@@ -28,22 +30,30 @@ def search_cards(query: str, k: int = 5, settings: Settings | None = None,
     return [h.to_dict() for h in search(query, k, log_diagnosis, settings=settings)]
 
 
+#: (report, diagnosis) of a set of logs, as `bot.service.analyze_sources` returns them.
+Analysis = tuple["LogReport", "Diagnosis"]
+#: the analysis, made when first asked for (None without logs)
+LazyAnalysis = Callable[[], "Analysis | None"]
+
+
 def deterministic_answer(question: str, log_paths: Sequence[str] = (), lang: str = "both",
-                         settings: Settings | None = None) -> dict[str, Any]:
-    """The answer without an LLM: `bot.ask.answer_question`."""
+                         settings: Settings | None = None,
+                         analysis: Analysis | None = None) -> Answer:
+    """The answer without an LLM: `bot.ask.answer_question` (over `analysis` when given)."""
     from bot.ask import answer_question
 
-    return dict(answer_question(question, log_paths=tuple(log_paths), lang=lang,
-                                settings=settings))
+    return answer_question(question, log_paths=tuple(log_paths), lang=lang, settings=settings,
+                           analysis=analysis)
 
 
 def fallback_answer(question: str, log_paths: Sequence[str], lang: str, settings: Settings,
-                    notes: Sequence[str]) -> dict[str, Any]:
-    """The deterministic answer, marked as not from the LLM, with the notes saying why."""
-    answer = deterministic_answer(question, log_paths, lang, settings)
-    answer.setdefault("notes", []).extend(notes)
-    answer.setdefault("explanation", "")
-    answer["llm"] = {"used": False}
+                    notes: Sequence[str], analysis: LazyAnalysis | None = None) -> Answer:
+    """The deterministic answer, marked as not from the LLM, with the notes saying why
+    (over `analysis()` when given, so the logs are not read again)."""
+    answer = deterministic_answer(question, log_paths, lang, settings,
+                                  analysis() if analysis is not None else None)
+    answer = answer.with_notes(*notes)
+    answer.llm = LlmUse(used=False)
     return answer
 
 

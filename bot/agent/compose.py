@@ -1,4 +1,4 @@
-"""A validated `AgentAnswer` -> the answer dict of `bot.answer` (plus explanation, notes) (pure).
+"""A validated `AgentAnswer` -> an `Answer` (plus explanation, notes) (pure).
 
 Remediation text comes from the cited cards, in the requested languages; the model
 only chose, ordered and annotated the steps.
@@ -10,63 +10,68 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.agent.answer_model import AgentAnswer
-from bot.answer import LANGS, card_brief
-from bot.diagnosis.engine import UNKNOWN_BELOW
+from bot.answer import card_brief
+from bot.contract import (
+    Answer,
+    ChosenStep,
+    DiagnosisOut,
+    EvidenceLine,
+    ProbeSuggestion,
+    RootCauseOut,
+    SuspectOut,
+    decide_verdict,
+    langs_of,
+)
 from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import category
 
 
-def _langs(lang: str) -> tuple[str, ...]:
-    return LANGS if lang == "both" else (lang,)
-
-
 def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "both", *,
                    suspects: Sequence[dict[str, Any]] = (), notes: Sequence[str] = (),
-                   proposals: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    langs = _langs(lang)
+                   proposals: Sequence[dict[str, Any]] = ()) -> Answer:
+    langs = langs_of(lang)
     root_causes = []
     for rc in answer.root_causes:
         card = cards[rc.card]
         cat = category(rc.category)
-        root_causes.append({
-            "category": rc.category,
-            "card": rc.card,
-            "confidence": round(rc.confidence, 3),
-            "evidence": [e.model_dump() for e in rc.evidence],
-            "category_name": {lg: getattr(cat, lg) for lg in langs},
-            "why": [rc.why] if rc.why else [],
-            "title": {lg: getattr(card.title, lg) for lg in langs},
-            "remediation": {lg: list(getattr(card.remediation, lg)) for lg in langs},
-        })
-    steps = [{"card": s.card, "step": s.step, "note": s.note,
-              **{lg: getattr(cards[s.card].remediation, lg)[s.step - 1] for lg in langs}}
+        root_causes.append(RootCauseOut(
+            category=rc.category, card=rc.card, confidence=round(rc.confidence, 3),
+            evidence=[EvidenceLine.model_validate(e.model_dump()) for e in rc.evidence],
+            category_name={lg: getattr(cat, lg) for lg in langs},
+            why=[rc.why] if rc.why else [],
+            title={lg: getattr(card.title, lg) for lg in langs},
+            remediation={lg: list(getattr(card.remediation, lg)) for lg in langs}))
+    steps = [ChosenStep(card=s.card, step=s.step, note=s.note,
+                        **{lg: getattr(cards[s.card].remediation, lg)[s.step - 1]
+                           for lg in langs})
              for s in answer.remediation]
     top = cards[answer.root_causes[0].card] if answer.root_causes else None
-    confident = bool(answer.root_causes) and answer.root_causes[0].confidence >= UNKNOWN_BELOW
-    verdict = "diagnosed" if confident else "unknown"
-    probes = sorted({p for rc in answer.root_causes[:2] for p in cards[rc.card].probes})
-    suggested = [p.model_dump() for p in answer.probes]
+    # the agent's answer is grounded in the cards it cites (validated before this)
+    verdict = decide_verdict(answer.root_causes[0].confidence if answer.root_causes else None,
+                             logs_given=False, log_failure=False, grounded_question=True)
+    suggested = [ProbeSuggestion(node=p.node, preset=p.preset, reason=p.reason)
+                 for p in answer.probes]
     for prop in proposals:
-        if all((s["node"], s["preset"]) != (prop["node"], prop["preset"]) for s in suggested):
-            suggested.append({"node": prop["node"], "preset": prop["preset"], "reason": ""})
+        if all((s.node, s.preset) != (prop["node"], prop["preset"]) for s in suggested):
+            suggested.append(ProbeSuggestion(node=prop["node"], preset=prop["preset"]))
     for s in suggested:
-        s["status"] = next((p.get("status", "proposed") for p in proposals
-                            if (p["node"], p["preset"]) == (s["node"], s["preset"])), "proposed")
-        s["needs_confirmation"] = s["status"] == "proposed"
-    return {
-        "verdict": verdict,
-        "summary": _summary(answer, cards, verdict),
-        "diagnosis": {"verdict": verdict, "root_causes": root_causes,
-                      "suspects": list(suspects)},
-        "remediation": {lg: [s[lg] for s in steps] for lg in langs},
-        "remediation_steps": steps,
-        "verify": {lg: list(getattr(top.verify, lg)) if top else [] for lg in langs},
-        "citations": [card_brief(cards[c], lang) for c in answer.citations],
-        "probes": probes,
-        "suggested_probes": suggested,
-        "explanation": answer.explanation,
-        "notes": list(notes),
-    }
+        s.status = next((str(p.get("status", "proposed")) for p in proposals
+                         if (p["node"], p["preset"]) == (s.node, s.preset)), "proposed")
+        s.needs_confirmation = s.status == "proposed"
+    return Answer(
+        verdict=verdict,
+        summary=_summary(answer, cards, verdict),
+        diagnosis=DiagnosisOut(verdict=verdict, root_causes=root_causes,
+                               suspects=[SuspectOut.model_validate(s) for s in suspects]),
+        remediation={lg: [getattr(s, lg) or "" for s in steps] for lg in langs},
+        remediation_steps=steps,
+        verify={lg: list(getattr(top.verify, lg)) if top else [] for lg in langs},
+        citations=[card_brief(cards[c], lang) for c in answer.citations],
+        probes=sorted({p for rc in answer.root_causes[:2] for p in cards[rc.card].probes}),
+        suggested_probes=suggested,
+        explanation=answer.explanation,
+        notes=list(notes),
+    )
 
 
 def _summary(answer: AgentAnswer, cards: Mapping[str, Card], verdict: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from bot.config import Settings
+    from bot.contract import Answer
 
 app = typer.Typer(
     name="ncclbot",
@@ -62,11 +63,9 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
-def emit(answer: dict[str, Any], as_json: bool) -> None:
+def emit(answer: Answer, as_json: bool) -> None:
     if as_json:
-        from bot.contract import answer_json
-
-        sys.stdout.write(answer_json(answer) + "\n")
+        sys.stdout.write(answer.to_json() + "\n")
     else:
         from bot.render.terminal import render_answer
 

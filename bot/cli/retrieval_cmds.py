@@ -1,8 +1,7 @@
 """`ncclbot ask` and `ncclbot index` (retrieval and LLM imports happen inside the commands).
 
-`ask` answers through the LLM agent (`bot.agent.respond`) when a provider is configured
-(NCCLBOT_LLM_PROVIDER), falling back as the agent does; otherwise it is the
-deterministic `bot.ask.answer_question`, and LangChain is never imported.
+`ask` is one `Troubleshooter.answer`: through the LLM agent when the settings configure
+one (falling back as the agent does), otherwise deterministic (LangChain never imported).
 (No `from __future__ import annotations`: typer reads the command's annotations at run time.)
 """
 
@@ -17,6 +16,7 @@ import typer
 
 if TYPE_CHECKING:
     from bot.config import Settings
+    from bot.contract import Answer
 
 
 def register(app: typer.Typer, serve_app: typer.Typer) -> None:
@@ -39,11 +39,6 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
         if not question.strip():
             raise typer.BadParameter("the question is empty")
         settings = settings_from(config)
-        if settings.llm_provider is None:
-            from bot.ask import answer_question
-
-            emit(answer_question(question, tuple(log or ()), lang, settings), as_json)
-            return
         answer = agent_answer(question, log or (), lang, settings,
                               interactive=not as_json and sys.stdin.isatty(),
                               why_not=("--json" if as_json else "stdin is not a terminal"))
@@ -70,11 +65,12 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
 
 def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Settings", *,
                  interactive: bool, why_not: str = "stdin is not a terminal",
-                 **extra: Any) -> dict[str, Any]:
-    """The agent's answer; each proposed probe is put to the user (typer.confirm) when
-    `interactive`, and otherwise declined, with a note saying so (`why_not`). `extra`
-    goes to `bot.agent.respond` (e.g. `nodes=`)."""
-    from bot.agent import respond
+                 **extra: Any) -> "Answer":
+    """The Troubleshooter's answer; each probe the agent proposes is put to the user
+    (typer.confirm) when `interactive`, and otherwise declined, with a note saying so
+    (`why_not`). `extra` goes to `bot.agent.respond` (e.g. `nodes=`). Bad input raises
+    (the CLI prints it in one line)."""
+    from bot.troubleshooter import Question, Troubleshooter
 
     declined: list[dict[str, Any]] = []
 
@@ -87,12 +83,12 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
                              default=False, err=True)
 
     with spooled_stdin(logs, settings.max_input_bytes) as paths:
-        answer = respond(question, paths, settings=settings, lang=lang, confirm_probe=confirm,
-                         **extra)
+        answer = Troubleshooter(settings).answer(Question(question, tuple(paths), lang=lang),
+                                                 confirm_probe=confirm, strict=True, **extra)
     if declined:
         probes = ", ".join(f"{p['preset']} on {p['node']}" for p in declined)
         node = declined[0]["node"]
-        answer.setdefault("notes", []).append(
+        answer = answer.with_notes(
             f"probe not run ({probes}): confirming it needs an interactive terminal "
             f"({why_not}); run `ncclbot ask` in a terminal, or `ncclbot node probe --node "
             f"{node}` yourself")

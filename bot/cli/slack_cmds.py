@@ -31,7 +31,6 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
         import logging
 
         from bot.cli.main import settings_from
-        from bot.slack.answering import warm
         from bot.slack.app import build_deps, create_app, web_client
         from bot.slack.serve import Health, serve_http, serve_socket
 
@@ -45,7 +44,7 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
 
         def warm_up() -> None:
             logging.getLogger("ncclbot.serve").info(
-                "retrieval index and log scanner ready (%.1f s)", warm(settings))
+                "retrieval index and log scanner ready (%.1f s)", deps.troubleshooter.warm())
             deps.authz.group_members()  # the on-call group, so slash commands answer at once
 
         if http:

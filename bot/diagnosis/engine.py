@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
 from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
 from bot.diagnosis.rules import TIMEOUT_CATEGORIES, Signal, signals
 from bot.knowledge.cards import Card
@@ -29,7 +30,7 @@ from bot.logs.crossrank import CrossRank, Suspect, analyze_ranks
 from bot.logs.model import Evidence, LogReport
 from bot.logs.salient import ERRORISH
 
-UNKNOWN_BELOW = 0.3
+UNKNOWN_BELOW = DIAGNOSED_FROM
 SHOW_AT_LEAST = 0.05
 LIKELY_FROM = 0.5
 
@@ -72,7 +73,7 @@ class Diagnosis:
     root_causes: list[RootCause]
     suspects: list[Suspect]
     crossrank: CrossRank
-    verdict: str  # "diagnosed" | "unknown" | "no_evidence"
+    verdict: Verdict
     card_scores: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: the closest past incidents, best first (empty without a corpus)
@@ -204,12 +205,9 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     causes.sort(key=lambda c: -c.score)
     causes = causes[:5]
 
-    if not has_evidence:
-        verdict = "no_evidence"
-    elif not causes or causes[0].score < UNKNOWN_BELOW:
-        verdict = "unknown"
-    else:
-        verdict = "diagnosed"
+    verdict = decide_verdict(causes[0].score if causes else None,
+                             logs_given=bool(report.sources) or not extra,
+                             log_failure=report.shows_failure or len(sigs) > len(extra))
     return Diagnosis(causes, cr.suspects, cr, verdict, card_scores, neighbours=neighbours)
 
 

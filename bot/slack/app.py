@@ -11,13 +11,13 @@ from slack_sdk import WebClient
 
 from bot.config import Settings
 from bot.errors import ConfigError
-from bot.slack.answering import AnalysisCache, make_analyzer, make_answerer, question_aware
 from bot.slack.authz import OncallAuthz
 from bot.slack.deps import Deps
 from bot.slack.listeners import register
 from bot.slack.nodes import make_runner, make_status_reader
 from bot.slack.ratelimit import Limits
 from bot.slack.store import Store
+from bot.troubleshooter import Troubleshooter
 
 
 def _secret(value: Any) -> str | None:
@@ -65,11 +65,9 @@ def build_deps(settings: Settings, client: WebClient) -> Deps:
         store=Store(settings.state_db),
         authz=OncallAuthz(client, settings.oncall_usergroup, settings.oncall_users),
         limits=Limits.from_settings(settings),
-        answer=make_answerer(settings),
-        analyses=AnalysisCache(make_analyzer(settings)),
+        troubleshooter=Troubleshooter(settings),
         run_node=make_runner(settings),
         probe_status=make_status_reader(settings),
         files_dir=settings.data_dir / "slack-files",
         bot_token=client.token or "",
-        question_aware=question_aware(settings),
     )

@@ -1,4 +1,5 @@
-"""Block Kit rendering of answers, statuses and diagnostics (pure: dicts in, dicts out).
+"""Block Kit rendering of answers, statuses and diagnostics (pure: an `Answer` or a tool
+result in, Block Kit dicts out).
 
 Slack limits: 3000 characters per section text, 50 blocks per message. Anything cut is
 flagged (`Rendered.truncated`) so the caller attaches the full report as a file.
@@ -10,6 +11,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from bot.contract import Answer, PerLanguage, RootCauseOut
 
 MAX_TEXT = 3000
 MAX_BLOCKS = 50
@@ -78,73 +81,69 @@ def code(text: str) -> str:
     return esc(text.replace("```", "ˋˋˋ"))
 
 
-def _pick(d: dict[str, Any] | None, lang: str) -> str:
+def _pick(d: Any, lang: str) -> str:
     if not d:
         return ""
     return " / ".join(str(d[lg]) for lg in langs(lang) if d.get(lg))
 
 
-def nodes_named(answer: dict[str, Any], limit: int = 3) -> list[str]:
+def nodes_named(answer: Answer, limit: int = 3) -> list[str]:
     """Hosts the analysis names (suspects first), for the probe buttons."""
     out: list[str] = []
-    for s in answer.get("diagnosis", {}).get("suspects") or []:
-        host = s.get("host")
-        if host and host not in out:
-            out.append(host)
+    for s in answer.diagnosis.suspects:
+        if s.host and s.host not in out:
+            out.append(s.host)
     return out[:limit]
 
 
-def cause_text(rc: dict[str, Any], n: int, lang: str) -> str:
-    name = _pick(rc.get("category_name"), lang) or rc.get("category", "unknown")
-    title = _pick(rc.get("title"), lang)
-    lines = [f"*{n}. {esc(title or name)}*  ·  `{rc.get('category')}`  ·  "
-             f"confidence {float(rc.get('confidence') or 0):.0%}"]
+def cause_text(rc: RootCauseOut, n: int, lang: str) -> str:
+    name = _pick(rc.category_name, lang) or rc.category
+    title = _pick(rc.title, lang)
+    lines = [f"*{n}. {esc(title or name)}*  ·  `{rc.category}`  ·  "
+             f"confidence {rc.confidence:.0%}"]
     if title:
         lines.append(f"_{esc(name)}_")
-    ev = rc.get("evidence") or []
-    if ev:
-        shown = "\n".join(
-            f"{e.get('file', '')}:{e.get('line', '')}: {code(str(e.get('text', ''))[:MAX_LINE])}"
-            for e in ev[:MAX_EVIDENCE])
+    if rc.evidence:
+        shown = "\n".join(f"{e.file}:{e.line}: {code(e.text[:MAX_LINE])}"
+                          for e in rc.evidence[:MAX_EVIDENCE])
         lines.append(f"```{shown}```")
     return "\n".join(lines)
 
 
-def suspects_text(answer: dict[str, Any]) -> str:
+def suspects_text(answer: Answer) -> str:
     rows = []
-    for i, s in enumerate(answer.get("diagnosis", {}).get("suspects") or [], 1):
-        who = ", ".join(x for x in (f"rank {s['rank']}" if s.get("rank") is not None else "",
-                                    f"host `{s['host']}`" if s.get("host") else "") if x)
-        rows.append(f"{i}. {who or 'unknown'}: {esc(str(s.get('reason', '')))}")
+    for i, s in enumerate(answer.diagnosis.suspects, 1):
+        who = ", ".join(x for x in (f"rank {s.rank}" if s.rank is not None else "",
+                                    f"host `{s.host}`" if s.host else "") if x)
+        rows.append(f"{i}. {who or 'unknown'}: {esc(s.reason)}")
     return "*Suspects*\n" + "\n".join(rows[:5]) if rows else ""
 
 
-def steps_text(kind: str, steps: dict[str, list[str]] | None, lang: str) -> list[str]:
+def steps_text(kind: str, steps: PerLanguage | None, lang: str) -> list[str]:
     out = []
     for lg in langs(lang):
-        items = (steps or {}).get(lg) or []
+        items = (steps or {}).get(lg) or []  # type: ignore[call-overload]  # lg is en or zh
         if items:
             body = "\n".join(f"{i}. {esc(s)}" for i, s in enumerate(items, 1))
             out.append(f"*{HEADINGS[kind][lg]}*\n{body}")
     return out
 
 
-def citations_text(answer: dict[str, Any], lang: str) -> str:
+def citations_text(answer: Answer, lang: str) -> str:
     rows = []
-    for c in answer.get("citations") or []:
-        title = _pick(c.get("title"), "en" if lang == "both" else lang) or c.get("card")
-        links = " ".join(f"<{u}|[{i}]>" for i, u in enumerate(c.get("sources") or [], 1))
-        rows.append(f"`{c.get('card')}` {esc(str(title))} {links}".strip())
+    for c in answer.citations:
+        title = _pick(c.title, "en" if lang == "both" else lang) or c.card
+        links = " ".join(f"<{u}|[{i}]>" for i, u in enumerate(c.sources, 1))
+        rows.append(f"`{c.card}` {esc(title)} {links}".strip())
     return "*Sources*\n" + "\n".join(rows) if rows else ""
 
 
-def seen_before_text(answer: dict[str, Any]) -> str:
+def seen_before_text(answer: Answer) -> str:
     """Similar past incidents as linked titles with what fixed them."""
     rows = []
-    for inc in (answer.get("similar_incidents") or [])[:3]:
-        title = esc(str(inc.get("title", "")))[:120]
-        fix = esc(str(inc.get("resolution", "")))[:200]
-        rows.append(f"• <{inc.get('source')}|{title}> ({inc.get('category')}): {fix}")
+    for inc in answer.similar_incidents[:3]:
+        rows.append(f"• <{inc.source}|{esc(inc.title)[:120]}> ({inc.category}): "
+                    f"{esc(inc.resolution)[:200]}")
     return "*Seen before*\n" + "\n".join(rows) if rows else ""
 
 
@@ -156,37 +155,30 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> d
     return b
 
 
-def root_causes(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answer's ranked root causes (none when it has no diagnosis)."""
-    return answer.get("diagnosis", {}).get("root_causes") or []
-
-
-def others(candidates: Sequence[dict[str, Any]], answer: dict[str, Any]
-           ) -> list[dict[str, Any]]:
+def others(candidates: Sequence[dict[str, Any]], answer: Answer) -> list[dict[str, Any]]:
     """The candidates (earlier answers' causes) that this answer does not list."""
-    shown = {(rc.get("category"), rc.get("card")) for rc in root_causes(answer)}
+    shown = {(rc.category, rc.card) for rc in answer.root_causes}
     return [c for c in candidates if (c.get("category"), c.get("card")) not in shown]
 
 
-def proposed_probes(answer: dict[str, Any]) -> list[dict[str, Any]]:
+def proposed_probes(answer: Answer) -> list[Any]:
     """The agent's suggested probes that name a node and are still only proposed."""
-    return [s for s in answer.get("suggested_probes") or []
-            if s.get("node") and s.get("status", "proposed") == "proposed"]
+    return [s for s in answer.suggested_probes if s.node and s.status == "proposed"]
 
 
-def probe_targets(answer: dict[str, Any], limit: int = 4) -> list[tuple[str, str, str]]:
+def probe_targets(answer: Answer, limit: int = 4) -> list[tuple[str, str, str]]:
     """(tool, node, preset) for the probe buttons: the agent's suggestions first, then the
     hosts the analysis names (quick preset), without repeats."""
     out: list[tuple[str, str, str]] = []
     for s in proposed_probes(answer):
-        out.append(("probe", str(s["node"]), str(s.get("preset") or "quick")))
-    probes = answer.get("probes") or []
+        out.append(("probe", s.node, s.preset or "quick"))
+    probes = answer.probes
     tool = "probe" if "probe" in probes or not probes else probes[0]
     out += [(tool, node, "quick") for node in nodes_named(answer)]
     return list(dict.fromkeys(out))[:limit]
 
 
-def answer_buttons(answer: dict[str, Any], answer_id: str, more_causes: bool = False
+def answer_buttons(answer: Answer, answer_id: str, more_causes: bool = False
                    ) -> dict[str, Any]:
     """Probe buttons (on-call only, checked on click), other causes, feedback."""
     elements = []
@@ -196,38 +188,37 @@ def answer_buttons(answer: dict[str, Any], answer_id: str, more_causes: bool = F
                                json.dumps({"node": node, "tool": tool, "preset": preset,
                                            "a": answer_id}),
                                "primary" if i == 0 else None))
-    if more_causes or len(root_causes(answer)) > 1:
+    if more_causes or len(answer.root_causes) > 1:
         elements.append(button("Other possible causes", ACTION_OTHER, answer_id))
     elements.append(button("👍 Helpful", ACTION_UP, answer_id))
     elements.append(button("👎 Not helpful", ACTION_DOWN, answer_id))
     return {"type": "actions", "block_id": f"ncclbot_actions:{answer_id}", "elements": elements}
 
 
-def suggested_text(answer: dict[str, Any]) -> str:
-    rows = [f"• `probe {esc(str(s.get('preset') or 'quick'))}` on `{esc(str(s['node']))}`"
-            + (f": {esc(str(s['reason']))}" if s.get("reason") else "")
+def suggested_text(answer: Answer) -> str:
+    rows = [f"• `probe {esc(s.preset or 'quick')}` on `{esc(s.node)}`"
+            + (f": {esc(s.reason)}" if s.reason else "")
             for s in proposed_probes(answer)]
     return "*Suggested diagnostics* (on-call can run them below)\n" + "\n".join(rows) \
         if rows else ""
 
 
-def render_answer(answer: dict[str, Any], lang: str = "both", answer_id: str = "",
+def render_answer(answer: Answer, lang: str = "both", answer_id: str = "",
                   notes: list[str] | tuple[str, ...] = (), more_causes: bool = False
                   ) -> Rendered:
     """The threaded answer: verdict, the LLM's explanation (when there is one), causes with
     evidence, suspects, remediation, suggested probes, sources. `more_causes`: the thread
     has earlier candidates, so "Other possible causes" is offered even for one cause."""
-    diag = answer.get("diagnosis", {})
-    texts: list[str] = [f"*{esc(answer.get('summary') or answer.get('verdict', ''))}*"]
-    for key in ("explanation", "text"):
-        if str(answer.get(key) or "").strip():
-            texts.append(esc(str(answer[key]).strip()))
-    for n, rc in enumerate((diag.get("root_causes") or [])[:1], 1):
+    texts: list[str] = [f"*{esc(answer.summary or answer.verdict)}*"]
+    for extra in (answer.explanation, answer.text):
+        if extra.strip():
+            texts.append(esc(extra.strip()))
+    for n, rc in enumerate(answer.root_causes[:1], 1):
         texts.append(cause_text(rc, n, lang))
     if sus := suspects_text(answer):
         texts.append(sus)
-    texts += steps_text("remediation", answer.get("remediation"), lang)
-    texts += steps_text("next", answer.get("next_steps"), lang)
+    texts += steps_text("remediation", answer.remediation, lang)
+    texts += steps_text("next", answer.next_steps, lang)
     if sug := suggested_text(answer):
         texts.append(sug)
     if seen := seen_before_text(answer):
@@ -235,15 +226,14 @@ def render_answer(answer: dict[str, Any], lang: str = "both", answer_id: str = "
     if cit := citations_text(answer, lang):
         texts.append(cit)
     return assemble(texts, answer_buttons(answer, answer_id, more_causes) if answer_id else None,
-                    list(notes) + list(answer.get("notes") or []),
-                    text=str(answer.get("summary") or "ncclbot answer"))
+                    list(notes) + answer.notes, text=answer.summary or "ncclbot answer")
 
 
-def render_other_causes(answer: dict[str, Any], lang: str = "both",
+def render_other_causes(answer: Answer, lang: str = "both",
                         earlier: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()
                         ) -> Rendered:
     """The answer's other root causes, then candidates earlier answers in the thread had."""
-    causes = root_causes(answer)
+    causes = answer.root_causes
     texts = ["*Other possible causes*"] + [cause_text(rc, n, lang) + _rc_steps(rc, lang)
                                            for n, rc in enumerate(causes[1:], 2)]
     rows = [f"• {esc(_pick(c.get('title'), lang) or str(c.get('category')))}  ·  "
@@ -256,9 +246,9 @@ def render_other_causes(answer: dict[str, Any], lang: str = "both",
     return assemble(texts, None, [], text="Other possible causes")
 
 
-def _rc_steps(rc: dict[str, Any], lang: str) -> str:
-    first = [f"{lg}: {esc(v[0])}" for lg in langs(lang) if (v := (rc.get("remediation") or {})
-                                                            .get(lg))]
+def _rc_steps(rc: RootCauseOut, lang: str) -> str:
+    steps: dict[str, list[str]] = {str(k): v for k, v in rc.remediation.items()}
+    first = [f"{lg}: {esc(v[0])}" for lg in langs(lang) if (v := steps.get(lg))]
     return ("\n" + "\n".join(first)) if first else ""
 
 
@@ -284,19 +274,17 @@ def assemble(texts: list[str], actions: dict[str, Any] | None, notes: list[str],
     return Rendered(blocks, clip(text, 2900)[0], truncated)
 
 
-def full_report(answer: dict[str, Any]) -> str:
+def full_report(answer: Answer) -> str:
     """The whole answer as Markdown, for the attached file."""
-    lines = [f"# {answer.get('summary', '')}", ""]
-    for n, rc in enumerate(root_causes(answer), 1):
-        lines.append(f"## {n}. {rc.get('category')} ({float(rc.get('confidence') or 0):.0%})"
-                     f" card {rc.get('card')}")
-        lines += [f"- {_pick(rc.get('title'), 'both')}", ""]
-        lines += [f"    {e.get('file')}:{e.get('line')}: {e.get('text')}"
-                  for e in rc.get("evidence") or []]
-        for lg, steps in (rc.get("remediation") or {}).items():
+    lines = [f"# {answer.summary}", ""]
+    for n, rc in enumerate(answer.root_causes, 1):
+        lines.append(f"## {n}. {rc.category} ({rc.confidence:.0%}) card {rc.card}")
+        lines += [f"- {_pick(rc.title, 'both')}", ""]
+        lines += [f"    {e.file}:{e.line}: {e.text}" for e in rc.evidence]
+        for lg, steps in rc.remediation.items():
             lines += ["", f"### remediation ({lg})"] + [f"{i}. {s}" for i, s in enumerate(steps, 1)]
         lines.append("")
-    lines += ["## JSON", "", "```json", json.dumps(answer, ensure_ascii=False, indent=2), "```"]
+    lines += ["## JSON", "", "```json", answer.to_json(), "```"]
     return "\n".join(lines)
 
 

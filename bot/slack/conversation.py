@@ -8,13 +8,14 @@ import re
 import threading
 from typing import Any
 
+from bot.contract import Answer
 from bot.slack import blocks
-from bot.slack.answering import Analysis, Request
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.files import Download, Rejected, download, human, precheck
 from bot.slack.lang import choose
 from bot.slack.progress import StatusMessage
 from bot.slack.store import LogRef, ThreadContext
+from bot.troubleshooter import Question
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
@@ -71,15 +72,17 @@ class Conversation:
                 return
             refs = d.store.logs(channel, thread_ts)
             key = logs_key(refs)
-            answer_id = None if (new or d.question_aware) else d.store.answer_for_logs(
+            # a mention without a word and without new logs shows the thread's answer again
+            old_id = None if (new or question) else d.store.answer_for_logs(
                 channel, thread_ts, key)
-            if answer_id is None:
+            stored = d.store.answer(old_id) if old_id else None
+            if old_id is None or stored is None:
                 # New logs without a word: they answer the thread's last question.
                 asked = question or (ctx.questions[-1] if new and ctx.questions else "")
                 answer = self._answer(asked, refs, key, status, f"{channel}:{thread_ts}")
                 answer_id = d.store.save_answer(channel, thread_ts, answer, key)
             else:
-                answer = d.store.answer(answer_id) or {}
+                answer, answer_id = stored, old_id
                 notes.append("Same logs as before in this thread; showing the answer again.")
             if new:
                 notes.append("Accepted: " + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
@@ -97,20 +100,17 @@ class Conversation:
                 "Try again, or run `ncclbot analyze` on the log."))
 
     def _answer(self, question: str, refs: list[LogRef], key: str, status: StatusMessage,
-                thread_id: str) -> dict[str, Any]:
+                thread_id: str) -> Answer:
         """The answer to `question` over the thread's logs, analyzed once per set of logs."""
         d = self.deps
-        paths = [r.path for r in refs]
-
-        def analysis() -> Analysis | None:
-            return d.analyses.analysis(key, paths) if refs else None
-
-        if refs and d.analyses.get(key) is None:
+        q = Question(question, tuple(r.path for r in refs), thread_id,
+                     logs_key=key if refs else None)
+        if not d.troubleshooter.has_analysis(q):
             status.update(f"analyzing {len(refs)} log(s), {human(sum(r.size for r in refs))}…",
                           force=True)
         else:
             status.update("looking for an answer…", force=True)
-        return d.answer(Request(question, paths, thread_id, analysis))
+        return d.troubleshooter.answer(q)
 
     def _nothing_new(self, status: StatusMessage, dups: list[LogRef],
                      rejected: list[Rejected], notes: list[str]) -> None:
@@ -168,7 +168,7 @@ class Conversation:
         return new, dups, rejected
 
     def attach_report(self, client: Any, channel: str, thread_ts: str,
-                      answer: dict[str, Any]) -> None:
+                      answer: Answer) -> None:
         try:
             client.files_upload_v2(channel=channel, thread_ts=thread_ts,
                                    content=blocks.full_report(answer),
@@ -177,7 +177,7 @@ class Conversation:
             log.warning("could not attach the full report: %s", exc)
 
     def _remember(self, channel: str, thread_ts: str, question: str, answer_id: str,
-                  answer: dict[str, Any], analysis_key: str | None) -> None:
+                  answer: Answer, analysis_key: str | None) -> None:
         ctx: ThreadContext = self.deps.store.context(channel, thread_ts)
         ctx.last_answer_id = answer_id
         ctx.candidates = merge_candidates(ctx.candidates, answer)
@@ -187,24 +187,25 @@ class Conversation:
         self.deps.store.save_context(channel, thread_ts, ctx)
 
 
-def merge_candidates(old: list[dict[str, Any]], answer: dict[str, Any], keep: int = 10
+def merge_candidates(old: list[dict[str, Any]], answer: Answer, keep: int = 10
                      ) -> list[dict[str, Any]]:
     """Every root cause proposed in the thread so far, best confidence each, best first."""
     best = {(c.get("category"), c.get("card")): c for c in old}
-    for rc in blocks.root_causes(answer):
-        c = {k: rc.get(k) for k in ("category", "card", "confidence", "title")}
+    for rc in answer.root_causes:
+        c: dict[str, Any] = {"category": rc.category, "card": rc.card,
+                             "confidence": rc.confidence, "title": dict(rc.title)}
         k = (c["category"], c["card"])
         if k not in best or float(c["confidence"] or 0) > float(best[k].get("confidence") or 0):
             best[k] = c
     return sorted(best.values(), key=lambda c: -float(c.get("confidence") or 0))[:keep]
 
 
-def earlier_notes(ctx: ThreadContext, answer: dict[str, Any]) -> list[str]:
+def earlier_notes(ctx: ThreadContext, answer: Answer) -> list[str]:
     """A follow-up whose leading cause differs from the thread's best so far says so."""
     if not ctx.candidates or not ctx.last_answer_id:
         return []
-    top, causes = ctx.candidates[0], blocks.root_causes(answer)
-    if causes and (causes[0].get("category"), causes[0].get("card")) == (
+    top, causes = ctx.candidates[0], answer.root_causes
+    if causes and (causes[0].category, causes[0].card) == (
             top.get("category"), top.get("card")):
         return []
     return [f"Earlier in this thread the leading candidate was {top.get('category')} "

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
-from bot.slack.answering import AnalysisCache, Answerer
 from bot.slack.authz import OncallAuthz
 from bot.slack.nodes import NodeRunner, ProbeStatus
 from bot.slack.ratelimit import Limits
 from bot.slack.store import Store
+from bot.troubleshooter import Troubleshooter
 
 
 @dataclass
@@ -20,12 +20,10 @@ class Deps:
     store: Store
     authz: OncallAuthz
     limits: Limits
-    answer: Answerer
-    analyses: AnalysisCache
+    troubleshooter: Troubleshooter
     run_node: NodeRunner
     files_dir: Path
     bot_token: str
-    question_aware: bool = False
     #: how far a running probe has got (None: show elapsed time only)
     probe_status: ProbeStatus | None = None
     #: seconds between status-message updates while a diagnostic runs

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.contract import Answer
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
     channel TEXT, thread_ts TEXT, context TEXT NOT NULL, updated REAL,
@@ -157,19 +159,25 @@ class Store:
         return [LogRef(*r) for r in rows]
 
     # Answers.
-    def save_answer(self, channel: str, thread_ts: str, answer: dict[str, Any],
+    def save_answer(self, channel: str, thread_ts: str, answer: Answer,
                     logs_key: str = "") -> str:
         answer_id = uuid.uuid4().hex[:16]
         with self._tx() as db:
             db.execute("INSERT INTO answers VALUES (?,?,?,?,?,?)",
                        (answer_id, channel, thread_ts, logs_key,
-                        json.dumps(answer, ensure_ascii=False), time.time()))
+                        answer.model_dump_json(), time.time()))
         return answer_id
 
-    def answer(self, answer_id: str) -> dict[str, Any] | None:
+    def answer(self, answer_id: str) -> Answer | None:
+        """A stored answer; None when there is none, or it was stored in an older shape."""
         with self._tx() as db:
             row = db.execute("SELECT answer FROM answers WHERE id=?", (answer_id,)).fetchone()
-        return json.loads(row[0]) if row else None
+        if not row:
+            return None
+        try:
+            return Answer.model_validate_json(row[0])
+        except ValueError:
+            return None
 
     def answer_for_logs(self, channel: str, thread_ts: str, logs_key: str) -> str | None:
         with self._tx() as db:
@@ -181,14 +189,15 @@ class Store:
     # Feedback.
     def add_feedback(self, answer_id: str, user: str, helpful: bool, reason: str | None = None
                      ) -> None:
-        answer = self.answer(answer_id) or {}
-        top = (answer.get("diagnosis", {}).get("root_causes") or [{}])[0]
+        answer = self.answer(answer_id)
+        top = answer.root_causes[0] if answer and answer.root_causes else None
         with self._tx() as db:
             old = db.execute("SELECT reason FROM feedback WHERE answer_id=? AND user=?",
                              (answer_id, user)).fetchone()
             db.execute("INSERT OR REPLACE INTO feedback VALUES (?,?,?,?,?,?,?)",
                        (answer_id, user, int(helpful), reason or (old[0] if old else None),
-                        top.get("category") or "unknown", top.get("card") or "-", time.time()))
+                        top.category if top else "unknown", (top.card if top else None) or "-",
+                        time.time()))
 
     def feedback_report(self) -> list[tuple[str, str, int, int]]:
         """(category, card, helpful, not helpful) rows, most feedback first."""

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.agent import respond
 from bot.agent.graph import MAX_TOOL_ROUNDS
 from tests.agent_llm.conftest import (
     OOM_CARD,
@@ -19,12 +18,13 @@ from tests.agent_llm.conftest import (
     grounded_final,
     settings_for,
 )
+from tests.answer_json import respond
 
 ANALYZE = {"tool_calls": [("analyze_log", {"attachment": "train.log"})]}
 
 
 def _deterministic(out: dict) -> None:
-    assert out["llm"] == {"used": False}
+    assert out["llm"]["used"] is False
     assert out["diagnosis"]["root_causes"][0]["card"] == OOM_CARD  # the analysis still answers
     assert out["summary"]
 
@@ -187,7 +187,7 @@ def test_no_provider_is_deterministic_without_langchain(crash_log: Path):
     code = ("import sys, json; from bot.agent import respond; "
             f"out = respond('why?', [{str(crash_log)!r}]); "
             "assert not [m for m in sys.modules if m.startswith('langchain')]; "
-            "print(json.dumps(out['notes']))")
+            "print(json.dumps(out.notes))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -209,13 +209,13 @@ def test_without_the_llm_extra_the_answer_is_deterministic(crash_log: Path):
         "from bot.config import Settings\n"
         "s = Settings(llm_provider='openai', llm_model='m', llm_base_url='http://127.0.0.1:9/v1')\n"
         f"out = respond('why?', [{str(crash_log)!r}], settings=s)\n"
-        "print(json.dumps({'notes': out['notes'], 'llm': out['llm'],\n"
-        "                  'card': out['diagnosis']['root_causes'][0]['card']}))\n")
+        "print(json.dumps({'notes': out.notes, 'llm': out.llm.model_dump(),\n"
+        "                  'card': out.root_causes[0].card}))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["llm"] == {"used": False} and out["card"] == OOM_CARD
+    assert out["llm"]["used"] is False and out["card"] == OOM_CARD
     assert any("`llm` extra is not installed" in n and "pip install 'ncclbot[llm]'" in n
                for n in out["notes"])
 

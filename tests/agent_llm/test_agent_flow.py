@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.agent import respond
 from bot.agent.state import InMemoryConversationStore
 from tests.agent_llm.conftest import (
     HOSTS,
@@ -19,6 +18,7 @@ from tests.agent_llm.conftest import (
     settings_for,
 )
 from tests.agent_llm.llm_server import ScriptedLLM, tool_messages
+from tests.answer_json import respond
 
 
 def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryConversationStore):

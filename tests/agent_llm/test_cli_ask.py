@@ -12,7 +12,6 @@ import typer
 from typer.testing import CliRunner
 
 from bot.cli.main import app
-from bot.cli.retrieval_cmds import agent_answer
 from tests.agent_llm.conftest import (
     OOM_CARD,
     QUESTION,
@@ -24,6 +23,7 @@ from tests.agent_llm.conftest import (
     inventory,
     settings_for,
 )
+from tests.answer_json import agent_answer
 
 ANALYZE = {"tool_calls": [("analyze_log", {"attachment": "train.log"}),
                           ("propose_probe", {"node": "HOST_1", "preset": "quick"})]}
@@ -82,7 +82,7 @@ def test_ask_falls_back_like_the_agent(llm, llm_env, crash_log: Path):
     out = CliRunner().invoke(app, ["ask", "why?", "--log", str(crash_log), "--json"])
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
-    assert result["llm"] == {"used": False} and len(srv.requests) == 1
+    assert result["llm"]["used"] is False and len(srv.requests) == 1
     assert result["diagnosis"]["root_causes"][0]["card"] == OOM_CARD
     assert any("deterministic answer" in n for n in result["notes"])
 
@@ -128,7 +128,7 @@ def test_ask_without_a_provider_never_imports_langchain():
             "from bot.cli.main import app\n"
             "r = CliRunner().invoke(app, ['ask', 'NCCL socket ifname wrong', '--json'])\n"
             "assert r.exit_code == 0, r.output\n"
-            "print(json.dumps({'llm': 'llm' in json.loads(r.stdout),\n"
+            "print(json.dumps({'llm': json.loads(r.stdout)['llm'] is not None,\n"
             "                  'langchain': sorted(m for m in sys.modules\n"
             "                                      if m.startswith(('langchain', 'langgraph')))}))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

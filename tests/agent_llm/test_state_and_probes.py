@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from bot.agent import respond
 from bot.agent.state import (
     InMemoryConversationStore,
     SqliteConversationStore,
@@ -26,6 +25,7 @@ from tests.agent_llm.conftest import (
     settings_for,
 )
 from tests.agent_llm.llm_server import tool_messages
+from tests.answer_json import respond
 from tools.result import Finding, ToolResult
 
 IFNAME_CARD = "nccl-socket-ifname-matches-no-interface"
@@ -115,7 +115,7 @@ def test_probe_never_runs_without_confirmation(llm, tmp_path: Path):
     assert out["llm"]["used"]
     assert [c[1] for c in nodes.calls] == ["env"]
     assert out["suggested_probes"][0]["needs_confirmation"] is True
-    assert "probe_results" not in out
+    assert not out["probe_results"]
     srv2 = llm(*_probe_script())
     asked: list[dict] = []
     out = respond("is gpu-node-7 misconfigured?", settings=_nodes_settings(srv2, tmp_path),

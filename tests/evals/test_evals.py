@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.agent import respond
 from bot.config import Settings
 from tests.agent_llm.conftest import RecordedNodes, inventory
 from tests.agent_llm.llm_server import ScriptedLLM
+from tests.answer_json import respond
 from tools.result import ToolResult
 
 HERE = Path(__file__).resolve().parent

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from bot.contract import Answer
 from bot.diagnosis.engine import diagnose
 from bot.knowledge.cards import load_cards
 from bot.knowledge.incidents import load_incidents
 from bot.logs.analyze import Analyzer, analyzer_for
 from bot.logs.sources import expand_inputs, text_source
-from bot.service import analyze_paths, analyze_sources
+from bot.service import analyze_sources
+from tests.answer_json import analyze_paths
 from tests.conftest import ROOT
 from tests.logs.multirank import job_with_culprit, watchdog_line
 
@@ -151,7 +153,7 @@ def test_similar_past_incidents_in_json_and_terminal(tmp_path) -> None:
     assert all(rc["certainty"] in {"likely", "possible", "weak"}
                for rc in answer["diagnosis"]["root_causes"])
     out = io.StringIO()
-    render_answer(answer, Console(file=out, width=100))
+    render_answer(Answer.model_validate(answer), Console(file=out, width=100))
     assert "Seen before" in out.getvalue() and similar[0]["source"] in out.getvalue()
     # an incident that shares only boilerplate with the log is not offered as "seen before"
     oom = analyze_paths([str(ROOT / "examples" / "sample-8rank-oom.log")])

@@ -73,14 +73,14 @@ def warm_retriever(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFact
     """Open (or build) the session's retrieval index once, before any Slack test, as
     `ncclbot serve slack` does before it takes events: listeners then never build it
     (minutes on a loaded machine) while a test waits for an answer."""
-    from bot.slack.answering import warm
+    from bot.troubleshooter import Troubleshooter
 
     with pytest.MonkeyPatch.context() as mp, own_time_limit(WARM_LIMIT_S):
         for name in list(os.environ):  # the environment the tests will see
             if name.startswith(("NCCLBOT_", "SLACK_")):
                 mp.delenv(name)
-        warm(load_settings(data_dir=tmp_path_factory.mktemp("warm"),
-                           index_dir=shared_index_dir))
+        Troubleshooter(load_settings(data_dir=tmp_path_factory.mktemp("warm"),
+                                     index_dir=shared_index_dir)).warm()
 
 
 @pytest.fixture
@@ -184,6 +184,30 @@ def make_app(settings: Settings) -> Iterator[Callable[..., tuple[Any, Any]]]:
     yield make
     for app in apps:
         shutdown(app)
+
+
+class Scripted:
+    """Stands in for the Troubleshooter's answer: the next scripted answer (after analysing
+    the question's logs through the real cache); records every question."""
+
+    def __init__(self, troubleshooter: Any, *answers: dict[str, Any]) -> None:
+        from bot.contract import Answer
+
+        self.inner = troubleshooter
+        self.answers = [Answer.model_validate(a) for a in answers]
+        self.requests: list[Any] = []
+
+    def __call__(self, question: Any, **kw: Any) -> Any:
+        self.requests.append(question)
+        self.inner.analysis(question)
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def script_answers(deps: Any, *answers: dict[str, Any]) -> Scripted:
+    """Make the app's Troubleshooter answer `answers` in turn (the last one repeats)."""
+    scripted = Scripted(deps.troubleshooter, *answers)
+    deps.troubleshooter.answer = scripted
+    return scripted
 
 
 class CountingAnalyzer:

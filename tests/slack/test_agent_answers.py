@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.slack.answering import make_answerer
+from bot.contract import Answer
+from bot.troubleshooter import Troubleshooter
 from tests.slack.conftest import block_text, click, crash_log, serving
 from tests.slack.fake_slack import FakeSlack
 
@@ -42,12 +43,12 @@ def test_agent_explanation_and_suggested_probes(slack: FakeSlack, probe_settings
     settings = probe_settings(llm_provider="openai", llm_model="m")
     seen: list[dict[str, Any]] = []
 
-    def respond(question: str, **kw: Any) -> dict[str, Any]:
+    def respond(question: str, **kw: Any) -> Answer:
         seen.append({"question": question, **kw})
-        return json.loads(json.dumps(AGENT_ANSWER))
+        return Answer.model_validate(AGENT_ANSWER)
 
     app, _ = make_app(settings, http=True, tweak=lambda d: setattr(
-        d, "answer", make_answerer(settings, respond=respond)))
+        d, "troubleshooter", Troubleshooter(settings, respond=respond)))
     with serving(app, settings) as poster:
         f = slack.add_file("train.log", crash_log())
         poster.event({"type": "app_mention", "user": "UALICE", "channel": "C1", "ts": "90.1",
@@ -88,11 +89,11 @@ def test_a_failing_backend_still_answers(slack: FakeSlack, settings: Any, make_a
                                          ) -> None:
     llm = settings.model_copy(update={"llm_provider": "openai"})
 
-    def respond(question: str, **kw: Any) -> dict[str, Any]:
+    def respond(question: str, **kw: Any) -> Answer:
         raise ImportError("No module named 'langchain_openai'")
 
     app, _ = make_app(llm, http=True, tweak=lambda d: setattr(
-        d, "answer", make_answerer(llm, respond=respond)))
+        d, "troubleshooter", Troubleshooter(llm, respond=respond)))
     with serving(app, llm) as poster:
         poster.event({"type": "app_mention", "user": "UALICE", "channel": "C1", "ts": "91.1",
                       "text": "<@UBOT> why?"})

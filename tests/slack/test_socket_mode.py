@@ -104,7 +104,9 @@ def test_long_answer_is_truncated_and_full_report_attached(slack: FakeSlack, mak
                                  "suspects": []},
                    "remediation": {"en": ["step " + "x" * 500] * 40, "zh": ["步骤"] * 3},
                    "citations": []}
-    app, _ = make_app(tweak=lambda deps: setattr(deps, "answer", lambda req: long_answer))
+    from tests.slack.conftest import script_answers
+
+    app, _ = make_app(tweak=lambda deps: script_answers(deps, long_answer))
     dispatch(app, dm("40.1", "why"))
     msg = final(slack, "D1", "40.1", "full report is attached")
     assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in msg["blocks"])
@@ -127,7 +129,8 @@ def test_redelivered_event_is_answered_once(slack: FakeSlack, app: App) -> None:
 def _counting(deps: Any) -> None:
     from tests.slack.conftest import CountingAnalyzer
 
-    deps.analyses.analyze = CountingAnalyzer(deps.analyses.analyze)
+    cache = deps.troubleshooter.analyses
+    cache.analyze = CountingAnalyzer(cache.analyze)
 
 
 def answers_in(slack: FakeSlack, channel: str, thread_ts: str) -> list[dict[str, Any]]:
@@ -140,12 +143,12 @@ def test_followup_reuses_the_thread_analysis(slack: FakeSlack, make_app) -> None
     f = slack.add_file("rank0.log", crash_log())
     dispatch(app, dm("60.1", "why did it hang?", [f]))
     final(slack, "D1", "60.1", "ncclbot_feedback_up")
-    assert deps.analyses.analyze.calls == 1
+    assert deps.troubleshooter.analyses.analyze.calls == 1
     dispatch(app, dm("60.2", "what should I check first?", thread_ts="60.1"))
     slack.wait_for(lambda: len(answers_in(slack, "D1", "60.1")) == 2)
     followup = block_text(answers_in(slack, "D1", "60.1")[1]["blocks"])
     assert "rank_crashed" in followup and "OutOfMemoryError" in followup  # the log's evidence
-    assert deps.analyses.analyze.calls == 1  # not analyzed again
+    assert deps.troubleshooter.analyses.analyze.calls == 1  # not analyzed again
     ctx = slack.wait_for(lambda: (c := deps.store.context("D1", "60.1")).questions[1:] and c)
     assert ctx.analysis_key and ctx.questions == ["why did it hang?",
                                                   "what should I check first?"]
@@ -154,19 +157,7 @@ def test_followup_reuses_the_thread_analysis(slack: FakeSlack, make_app) -> None
     g = slack.add_file("rank1.log", crash_log("gpu-node09"))
     dispatch(app, dm("60.3", "", [g], thread_ts="60.1"))
     slack.wait_for(lambda: len(answers_in(slack, "D1", "60.1")) == 3)
-    assert deps.analyses.analyze.calls == 2
-
-
-class Scripted:
-    """An answerer returning the next scripted answer; records every request."""
-
-    def __init__(self, *answers: dict[str, Any]) -> None:
-        self.answers, self.requests = list(answers), []
-
-    def __call__(self, req: Any) -> dict[str, Any]:
-        self.requests.append(req)
-        req.analysis()
-        return self.answers.pop(0)
+    assert deps.troubleshooter.analyses.analyze.calls == 2
 
 
 def cause(category: str, card: str, confidence: float) -> dict[str, Any]:
@@ -181,10 +172,15 @@ def scripted_answer(*causes: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_followups_keep_the_thread_candidates(slack: FakeSlack, make_app) -> None:
-    script = Scripted(scripted_answer(cause("rank_crashed", "cuda-oom", 0.8)),
-                      scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)),
-                      scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)))
-    app, deps = make_app(tweak=lambda d: (_counting(d), setattr(d, "answer", script)))
+    from tests.slack.conftest import script_answers
+
+    answers = (scripted_answer(cause("rank_crashed", "cuda-oom", 0.8)),
+               scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)),
+               scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)))
+    scripts = []
+    app, deps = make_app(tweak=lambda d: (_counting(d),
+                                          scripts.append(script_answers(d, *answers))))
+    script = scripts[0]
     f = slack.add_file("rank0.log", crash_log())
     dispatch(app, dm("70.1", "why did it hang?", [f]))
     final(slack, "D1", "70.1", "ncclbot_feedback_up")
@@ -195,8 +191,8 @@ def test_followups_keep_the_thread_candidates(slack: FakeSlack, make_app) -> Non
     # one cause in this answer, but the thread had another: it is offered and named
     assert "ncclbot_other_causes" in text
     assert "leading candidate was rank_crashed (80%" in text
-    assert deps.analyses.analyze.calls == 1
-    assert script.requests[1].paths == script.requests[0].paths  # the thread's logs
+    assert deps.troubleshooter.analyses.analyze.calls == 1
+    assert script.requests[1].logs == script.requests[0].logs  # the thread's logs
 
     from tests.slack.conftest import click
 
@@ -215,8 +211,8 @@ def test_followups_keep_the_thread_candidates(slack: FakeSlack, make_app) -> Non
     g = slack.add_file("rank1.log", crash_log("gpu-node09"))
     dispatch(app, dm("70.3", "", [g], thread_ts="70.1"))
     slack.wait_for(lambda: len(script.requests) == 3)
-    assert script.requests[2].question == "could the timeout be too short?"
-    assert len(script.requests[2].paths) == 2
+    assert script.requests[2].text == "could the timeout be too short?"
+    assert len(script.requests[2].logs) == 2
 
 
 def test_zip_and_several_files_at_once(slack: FakeSlack, app: App, tmp_path) -> None:

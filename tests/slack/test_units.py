@@ -7,10 +7,16 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from bot.contract import Answer
 from bot.slack import blocks
 from bot.slack.lang import choose
 from bot.slack.ratelimit import Limits, RateLimiter
 from bot.slack.store import Store
+
+
+def make(**fields: object) -> Answer:
+    """An answer with just these fields (verdict and summary filled in when not given)."""
+    return Answer.model_validate({"verdict": "diagnosed", "summary": "", **fields})
 
 
 def test_language_choice() -> None:
@@ -35,9 +41,9 @@ def test_rate_limits() -> None:
 
 
 def test_render_respects_slack_limits() -> None:
-    answer = {"summary": "x" * 5000, "diagnosis": {"root_causes": [], "suspects": []},
-              "remediation": {"en": [f"step {i}" for i in range(200)]}, "citations": [],
-              "notes": [f"n{i}" for i in range(100)]}
+    answer = make(summary="x" * 5000, diagnosis={"root_causes": [], "suspects": []},
+               remediation={"en": [f"step {i}" for i in range(200)]}, citations=[],
+               notes=[f"n{i}" for i in range(100)])
     r = blocks.render_answer(answer, "both", "a1")
     assert r.truncated and len(r.blocks) <= 50
     assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in r.blocks)
@@ -49,8 +55,8 @@ def test_feedback_report_cli(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setenv("NCCLBOT_DATA_DIR", str(tmp_path))
     store = Store(tmp_path / "ncclbot.sqlite3")
-    aid = store.save_answer("C", "1", {"diagnosis": {"root_causes": [
-        {"category": "rank_crashed", "card": "host-oom"}]}})
+    aid = store.save_answer("C", "1", make(diagnosis={"root_causes": [
+        {"category": "rank_crashed", "card": "host-oom", "confidence": 0.7}]}))
     store.add_feedback(aid, "U1", True)
     store.add_feedback(aid, "U2", False, "wrong card")
     out = CliRunner().invoke(app, ["feedback", "report", "--reasons"])
@@ -113,11 +119,11 @@ def test_usergroup_members_are_cached_for_the_ttl() -> None:
 
 
 def test_render_agent_explanation_and_suggested_probes() -> None:
-    answer = {"summary": "S", "explanation": "Rank 2 ran out of memory <first>.",
-              "diagnosis": {"root_causes": [], "suspects": [{"host": "n1", "rank": 0}]},
-              "suggested_probes": [{"node": "n2", "preset": "gloo", "reason": "ring",
-                                    "status": "proposed"},
-                                   {"node": "n3", "preset": "quick", "status": "declined"}]}
+    answer = make(summary="S", explanation="Rank 2 ran out of memory <first>.",
+               diagnosis={"root_causes": [], "suspects": [{"host": "n1", "rank": 0}]},
+               suggested_probes=[{"node": "n2", "preset": "gloo", "reason": "ring",
+                                  "status": "proposed"},
+                                 {"node": "n3", "preset": "quick", "status": "declined"}])
     r = blocks.render_answer(answer, "both", "a1")
     assert r.blocks[1]["text"]["text"] == "Rank 2 ran out of memory &lt;first&gt;."
     buttons = [e for e in r.blocks[-1]["elements"] if e["action_id"].startswith("ncclbot_probe")]
@@ -132,9 +138,9 @@ def test_candidates_are_merged_and_offered() -> None:
     from bot.slack.conversation import earlier_notes, merge_candidates
     from bot.slack.store import ThreadContext
 
-    def ans(*causes: tuple[str, str, float]) -> dict:
-        return {"diagnosis": {"root_causes": [{"category": c, "card": k, "confidence": p}
-                                              for c, k, p in causes]}}
+    def ans(*causes: tuple[str, str, float]) -> Answer:
+        return make(diagnosis={"root_causes": [{"category": c, "card": k, "confidence": p}
+                                            for c, k, p in causes]})
 
     first = merge_candidates([], ans(("a", "ka", 0.5), ("b", "kb", 0.3)))
     both = merge_candidates(first, ans(("b", "kb", 0.7)))
@@ -184,21 +190,21 @@ def test_fingerprint_is_the_content_not_the_packaging(tmp_path: Path) -> None:
 def test_answerer_turns_any_failure_into_an_answer() -> None:
     from bot.config import load_settings
     from bot.errors import InputError
-    from bot.slack.answering import Request, make_answerer
+    from bot.troubleshooter import Question, Troubleshooter
 
     s = load_settings(llm_provider="openai")
 
     def broken(question: str, **kw: object) -> dict:
         raise ImportError("No module named 'langchain'")
 
-    out = make_answerer(s, respond=broken)(Request("why?"))
-    assert out["verdict"] == "error" and "ImportError" in out["text"]
+    out = Troubleshooter(s, respond=broken).answer(Question("why?"))
+    assert out.verdict == "error" and "ImportError" in out.text
 
-    def bad_log() -> None:
+    def bad_log(paths: object) -> None:
         raise InputError("rank0.zip: not a readable zip archive", hint="Attach it again.")
 
-    out = make_answerer(load_settings())(Request("", ["rank0.zip"], None, bad_log))
-    assert out["verdict"] == "error" and "not a readable zip" in out["text"]
+    out = Troubleshooter(load_settings(), analyzer=bad_log).answer(Question("", ("rank0.zip",)))
+    assert out.verdict == "error" and "not a readable zip" in out.text
 
 
 def test_probe_progress_text_is_only_for_the_askers_running_probe() -> None:
@@ -218,20 +224,20 @@ def test_probe_progress_text_is_only_for_the_askers_running_probe() -> None:
 
 
 def test_seen_before_lists_linked_past_incidents_with_their_fix() -> None:
-    answer = {"summary": "Most likely: shm_ipc_container", "verdict": "diagnosed",
-              "diagnosis": {"root_causes": []},
-              "similar_incidents": [{"source": "https://github.com/NVIDIA/nccl/issues/473",
-                                     "title": "unhandled system error in docker <b>",
-                                     "category": "shm_ipc_container",
-                                     "resolution": "Started the container with --ipc=host.",
-                                     "score": 0.61}]}
+    answer = make(summary="Most likely: shm_ipc_container", verdict="diagnosed",
+               diagnosis={"root_causes": []},
+               similar_incidents=[{"source": "https://github.com/NVIDIA/nccl/issues/473",
+                                   "title": "unhandled system error in docker <b>",
+                                   "category": "shm_ipc_container",
+                                   "resolution": "Started the container with --ipc=host.",
+                                   "score": 0.61}])
     text = blocks.seen_before_text(answer)
     assert text.startswith("*Seen before*")
     assert "<https://github.com/NVIDIA/nccl/issues/473|" in text and "--ipc=host" in text
     assert "<b>" not in text  # escaped
     rendered = json.dumps(blocks.render_answer(answer, "en").blocks)
     assert "Seen before" in rendered
-    assert blocks.seen_before_text({"similar_incidents": []}) == ""
+    assert blocks.seen_before_text(make(similar_incidents=[])) == ""
 
 
 def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
@@ -239,9 +245,9 @@ def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
     from tools.presets import PROBE_PRESETS
 
     for preset in PROBE_PRESETS:
-        answer = {"diagnosis": {"root_causes": []},
-                  "suggested_probes": [{"node": "gpu-node-3", "preset": preset,
-                                        "status": "proposed"}]}
+        answer = make(diagnosis={"root_causes": []},
+                   suggested_probes=[{"node": "gpu-node-3", "preset": preset,
+                                      "status": "proposed"}])
         actions = blocks.answer_buttons(answer, "a1")
         value = json.loads(actions["elements"][0]["value"])
         assert value["node"] == "gpu-node-3" and value["preset"] == preset

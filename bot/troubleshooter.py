@@ -1,0 +1,236 @@
+"""The Troubleshooter: one object that answers a `Question` with an `Answer`.
+
+Built once from the settings (and, optionally, a chat model); the CLI and Slack both call
+`Troubleshooter.answer`. It
+
+- decides once, at construction, whether an LLM answers (`uses_llm`);
+- analyses each set of logs once (`AnalysisCache`, keyed by the logs' fingerprint) and
+  hands that analysis to the agent's fallback and to the deterministic path alike;
+- never raises from `answer`: an expected failure becomes `Answer.error`, anything else
+  `Answer.failure` (logged).
+
+Without an LLM: a question goes through `bot.ask` (over the cached analysis), logs
+without a question become the analysis answer, and nothing at all asks for a log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.config import Settings
+from bot.contract import Answer
+from bot.errors import NcclbotError
+
+if TYPE_CHECKING:
+    from bot.diagnosis.engine import Diagnosis
+    from bot.logs.model import LogReport
+
+log = logging.getLogger(__name__)
+
+#: (report, diagnosis) of a set of logs, as `bot.service.analyze_sources` returns them.
+Analysis = tuple["LogReport", "Diagnosis"]
+Analyzer = Callable[[Sequence[str]], Analysis]
+#: `bot.agent.respond`'s signature (question, attachments, thread_id, settings, confirm, ...)
+Respond = Callable[..., Answer]
+
+#: Analyses are CPU-bound: at most one per core runs at a time, the rest wait their turn
+#: (the scanner itself is thread-safe: one Hyperscan scratch per thread).
+ANALYSIS_SLOTS = threading.BoundedSemaphore(max(2, os.cpu_count() or 2))
+
+NO_LOG = {
+    "en": "Attach the crash log (.log .txt .gz .zip) of the failing job, ideally every rank's, "
+          "run with NCCL_DEBUG=INFO, and I will find the root cause.",
+    "zh": "请附上失败作业的崩溃日志（.log .txt .gz .zip），最好包含所有 rank，"
+          "并设置 NCCL_DEBUG=INFO。",
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: its text (may be empty), the log files that go with it, the thread it
+    belongs to (for the agent's memory), the answer's language (en, zh, both, auto) and,
+    when the caller knows it, the logs' content fingerprint (`logs_key`)."""
+
+    text: str
+    logs: tuple[str, ...] = ()
+    thread_id: str | None = None
+    lang: str = "both"
+    logs_key: str | None = None
+
+
+def llm_configured(settings: Settings) -> bool:
+    """The one rule for whether an LLM answers: the settings name a provider."""
+    return bool(settings.llm_provider)
+
+
+def logs_fingerprint(paths: Sequence[str]) -> str:
+    """A key for a set of log files: their names, sizes and modification times (callers that
+    hold content hashes pass `Question.logs_key` instead)."""
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        try:
+            st = Path(p).stat()
+            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except OSError:
+            h.update(f"{p}\0missing\n".encode())
+    return h.hexdigest()[:32]
+
+
+def make_analyzer(settings: Settings) -> Analyzer:
+    """Stream the logs through `bot.service.analyze_sources`, one analysis per core."""
+
+    def analyze(paths: Sequence[str]) -> Analysis:
+        from bot.logs.sources import expand_inputs
+        from bot.service import analyze_sources
+
+        with ANALYSIS_SLOTS:
+            return analyze_sources(expand_inputs(list(paths)), settings)
+
+    return analyze
+
+
+class AnalysisCache:
+    """Analyses by set of logs (their fingerprint), least recently used dropped.
+
+    A follow-up question in a thread without new logs has the same key, so its answer is
+    built on the analysis already made.
+    """
+
+    def __init__(self, analyze: Analyzer, size: int = 64) -> None:
+        self.analyze = analyze
+        self.size = size
+        self._items: OrderedDict[str, Analysis] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Analysis | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def analysis(self, key: str, paths: Sequence[str]) -> Analysis:
+        found = self.get(key)
+        if found is not None:
+            return found
+        made = self.analyze(paths)
+        with self._lock:
+            self._items[key] = made
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return made
+
+
+class Troubleshooter:
+    """Answers questions about NCCL and distributed-training failures.
+
+    `respond` replaces `bot.agent.respond` (tests); `chat_model` is handed to the agent
+    instead of the one the settings describe; `agent_store` keeps the agent's per-thread
+    memory (by default in the bot's state database when an LLM answers).
+    """
+
+    def __init__(self, settings: Settings, *, respond: Respond | None = None,
+                 chat_model: Any = None, agent_store: Any = None,
+                 analyzer: Analyzer | None = None, cache_size: int = 64) -> None:
+        self.settings = settings
+        #: the one decision whether an LLM answers
+        self.uses_llm = llm_configured(settings) or chat_model is not None
+        self._respond = respond
+        self._chat_model = chat_model
+        self._agent_store = agent_store
+        if self.uses_llm and agent_store is None:
+            from bot.agent.state import SqliteConversationStore
+
+            self._agent_store = SqliteConversationStore(settings.state_db)
+        self.analyses = AnalysisCache(analyzer or make_analyzer(settings), cache_size)
+
+    # -- analysis -------------------------------------------------------------------------
+
+    def key_of(self, question: Question) -> str:
+        return question.logs_key or logs_fingerprint(question.logs)
+
+    def has_analysis(self, question: Question) -> bool:
+        """Whether the question's logs are analysed already (no wait for an analysis)."""
+        return not question.logs or self.analyses.get(self.key_of(question)) is not None
+
+    def analysis(self, question: Question) -> Analysis | None:
+        """The analysis of the question's logs (None without logs), made once per set."""
+        if not question.logs:
+            return None
+        return self.analyses.analysis(self.key_of(question), question.logs)
+
+    # -- answering ------------------------------------------------------------------------
+
+    def answer(self, question: Question, *, confirm_probe: Any = None, strict: bool = False,
+               **agent_extra: Any) -> Answer:
+        """The answer; never raises, except bad input with `strict` (the CLI prints that
+        in one line). `confirm_probe(proposal) -> bool` is asked before the agent runs a
+        probe it proposed; `agent_extra` goes to `bot.agent.respond`."""
+        try:
+            return self._answer(question, confirm_probe, agent_extra)
+        except NcclbotError as exc:
+            if strict:
+                raise
+            return Answer.error(exc.message, exc.hint)
+        except Exception as exc:
+            log.exception("the answering backend failed")
+            return Answer.failure(exc)
+
+    def _answer(self, q: Question, confirm_probe: Any, agent_extra: dict[str, Any]) -> Answer:
+        if self.uses_llm:
+            respond = self._respond or _agent_respond()
+            extra = dict(agent_extra)
+            if self._agent_store is not None:
+                extra.setdefault("store", self._agent_store)
+            if self._chat_model is not None:
+                extra.setdefault("model", self._chat_model)
+            # the agent reads its attachments itself; its fallback reuses this analysis
+            return respond(q.text, attachments=q.logs, thread_id=q.thread_id,
+                           settings=self.settings, confirm_probe=confirm_probe, lang=q.lang,
+                           analysis=(lambda: self.analysis(q)) if q.logs else None,
+                           **extra)
+        analysis = self.analysis(q)
+        if q.text.strip():
+            from bot.ask import answer_question
+
+            return answer_question(q.text, lang=q.lang, settings=self.settings,
+                                   analysis=analysis)
+        if analysis is not None:
+            from bot.ask import resolve_lang
+            from bot.service import answer_from_analysis, bundled_cards
+
+            report, diagnosis = analysis
+            return answer_from_analysis(report, diagnosis, bundled_cards(),
+                                        resolve_lang("", q.lang) if q.lang == "auto"
+                                        else q.lang, brief=True)
+        return Answer.plain("no_evidence", "No log to analyze yet.",
+                            NO_LOG["en"] + "\n" + NO_LOG["zh"])
+
+    def warm(self) -> float:
+        """Compile the log scanner and open the retrieval index, so the first question after
+        a start does not pay for them. Returns the seconds it took."""
+        import time
+
+        t0 = time.monotonic()
+        from bot.logs.analyze import analyzer_for
+        from bot.retrieval.search import get_retriever
+        from bot.service import bundled_cards
+
+        cards = list(bundled_cards())
+        analyzer_for(cards, self.settings.cache_dir)
+        get_retriever(self.settings, cards, progress=False).search("NCCL watchdog timeout", 1)
+        return time.monotonic() - t0
+
+
+def _agent_respond() -> Respond:
+    from bot.agent import respond
+
+    return respond
