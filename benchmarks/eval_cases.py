@@ -101,7 +101,7 @@ def run_folder(cases: list[dict], modes: tuple[str, ...]) -> dict[str, tuple[int
             for mode, fn in runs.items():
                 if mode not in modes:
                     continue
-                cats = [rc["category"] for rc in fn()["diagnosis"]["root_causes"]]
+                cats = [rc.category for rc in fn().root_causes]
                 row = out.setdefault(mode, [0, 0, 0])
                 row[0] += 1
                 row[1] += bool(cats) and cats[0] in ok

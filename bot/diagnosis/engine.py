@@ -32,6 +32,10 @@ from bot.logs.salient import ERRORISH
 
 UNKNOWN_BELOW = DIAGNOSED_FROM
 SHOW_AT_LEAST = 0.05
+#: With evidence, at least this many candidates are listed (weak ones filled in from the
+#: categories below the display line and from more distant past incidents, `FILL_K` nearest,
+#: each scored `FILL_SCALE` x its similarity), so the right cause is more often in the top 3.
+MIN_CANDIDATES, FILL_K, FILL_SCALE = 3, 12, 0.1
 LIKELY_FROM = 0.5
 
 
@@ -163,7 +167,7 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     if not has_evidence:
         neighbours = []
     elif neighbours is None:
-        neighbours = (incidents.nearest(report.salient.lines(), k=max(fusion.votes.k, 3))
+        neighbours = (incidents.nearest(report.salient.lines(), k=max(fusion.votes.k, FILL_K))
                       if incidents is not None else [])
     neighbours = list(neighbours)
     if neighbours:
@@ -187,6 +191,8 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     first_cards = cards_on_lines(report, cr.first_failure.evidence if cr.first_failure else [])
     ranked = sorted(((c, v) for c, v in scores.items() if v > 0), key=lambda kv: -kv[1])
     shown = [(c, v) for c, v in ranked if v >= SHOW_AT_LEAST] or ranked[:3]  # never empty
+    if has_evidence and len(shown) < MIN_CANDIDATES:
+        shown += _fill(ranked, neighbours, {c for c, _ in shown}, why)
     for category, score in shown:
         card = pick_card(category, cards, card_scores, evidence[category], first_cards)
         entries = [(card, score)]
@@ -209,6 +215,25 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
                              logs_given=bool(report.sources) or not extra,
                              log_failure=report.shows_failure or len(sigs) > len(extra))
     return Diagnosis(causes, cr.suspects, cr, verdict, card_scores, neighbours=neighbours)
+
+
+def _fill(ranked: Sequence[tuple[str, float]], neighbours: Sequence[Neighbour],
+          listed: set[str], why: dict[str, list[str]]) -> list[tuple[str, float]]:
+    """Weak candidates up to `MIN_CANDIDATES` when the evidence names fewer: first the
+    categories that scored below the display line, then those of the nearest past incidents
+    beyond the vote, most similar first (each below every real candidate)."""
+    out: list[tuple[str, float]] = []
+    for category, score in ranked:
+        if category not in listed:
+            out.append((category, score))
+            listed.add(category)
+    for n in neighbours:
+        if n.score <= 0 or n.doc.category in listed:
+            continue
+        out.append((n.doc.category, FILL_SCALE * n.score))
+        why[n.doc.category].append(_resembles([n]))
+        listed.add(n.doc.category)
+    return out[:max(0, MIN_CANDIDATES - (len(listed) - len(out)))]
 
 
 def _resembles(voters: Sequence[Neighbour]) -> str:

@@ -134,3 +134,23 @@ def test_knowledge_is_kept_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatc
     service.knowledge_for(tmp_path)
     assert len(built) == 1
     service.knowledge_for.cache_clear()
+
+
+def test_with_evidence_at_least_three_candidates_the_filled_ones_weak() -> None:
+    """A log whose evidence names one cause still lists three candidates: the others are
+    weak, below the real one, and say which past incident they come from."""
+    from bot.diagnosis.engine import MIN_CANDIDATES, diagnose
+    from bot.logs.analyze import analyzer_for
+    from bot.logs.sources import text_source
+    from bot.service import bundled_cards, bundled_index
+
+    cards = list(bundled_cards())
+    report = analyzer_for(cards).analyze([text_source("ib.log", IB + "\n")])
+    d = diagnose(report, cards, incidents=bundled_index())
+    categories = list(dict.fromkeys(rc.category for rc in d.root_causes))
+    assert categories[0] == "infiniband_roce"
+    assert len(categories) >= MIN_CANDIDATES
+    first = d.root_causes[0]
+    for rc in d.root_causes[1:]:
+        assert rc.score < first.score
+    assert all(rc.certainty == "weak" for rc in d.root_causes if rc.category != "infiniband_roce")
