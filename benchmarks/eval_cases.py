@@ -109,6 +109,43 @@ def run_folder(cases: list[dict], modes: tuple[str, ...]) -> dict[str, tuple[int
     return {m: (r[0], r[1], r[2]) for m, r in out.items()}
 
 
+def question_scores(dev: list, sealed: list, cards: list, folds: int,
+                    weights: tuple[float, ...], with_sealed: bool) -> dict[str, Score]:
+    """Log-less accuracy on the incidents' own questions (English and Chinese): each question
+    answered by `ask` with a question index built without its fold (dev), or of all of dev
+    (sealed). Returns a Score per (language, weight)."""
+    from bot.ask import DISTINCTIVE_DF, compose
+    from bot.config import load_settings
+    from bot.diagnosis.asked import QuestionIndex
+    from bot.diagnosis.evaluate import fold_of, judge
+    from bot.retrieval.search import get_retriever
+
+    settings = load_settings()
+    retriever = get_retriever(settings, cards, progress=False)
+    distinctive = retriever.sparse.distinctive(DISTINCTIVE_DF)
+    out: dict[str, Score] = {}
+    splits = [(f"dev {folds}-fold CV", [i for i in dev if fold_of(i, folds) == f],
+               [i for i in dev if fold_of(i, folds) != f]) for f in range(folds)]
+    if with_sealed:
+        splits.append(("SEALED", sealed, dev))
+    for label, test, train in splits:
+        index = QuestionIndex(train)
+        for field in ("question", "question_zh"):
+            for inc in test:
+                q = getattr(inc, field)
+                if not q:
+                    continue
+                hits = retriever.search(q, 8, None)
+                asked = index.nearest(q, 8)
+                for w in weights:
+                    a = compose(q, cards, hits, "en", distinctive=distinctive, asked=asked,
+                                asked_weight=w)
+                    ranked = tuple(dict.fromkeys(rc.category for rc in a.root_causes))
+                    key = f"{label} questions {'zh' if field.endswith('zh') else 'en'} w={w}"
+                    out.setdefault(key, Score()).results.append(judge(inc, ranked))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--incidents", type=Path, help="corpus folder (default: the bundled one)")
@@ -121,6 +158,8 @@ def main() -> None:
     ap.add_argument("--by-category", action="store_true")
     ap.add_argument("--misses", action="store_true", help="dev misses (never the sealed ones)")
     ap.add_argument("--modes", default="analyze,ask en,ask zh", help="for eval case folders")
+    ap.add_argument("--questions", action="store_true",
+                    help="log-less: the incidents' own questions through ask (grouped CV)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -175,6 +214,13 @@ def main() -> None:
             record(f"SEALED [{m}]", s)
             if args.by_category and m == "fused" and not args.json:
                 print("\n".join(per_category({"fused": s})))
+    if args.questions:
+        from bot.ask import ASKED_WEIGHT
+
+        weights = (0.0, 0.5, 0.9, 1.2, 1.5, 2.0, 3.0) if args.tune else (0.0, ASKED_WEIGHT)
+        for label, score in question_scores(dev, sealed, cards, args.folds, weights,
+                                            args.sealed).items():
+            record(label, score)
     folders = args.folders if args.folders is not None else (
         [SHARED_EVAL] if SHARED_EVAL.is_dir() else [])
     for folder in folders:

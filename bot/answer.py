@@ -142,7 +142,8 @@ def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card], verdict: str) -> 
     rc = diagnosis.root_causes[0]
     card = by_id.get(rc.card or "")
     what = card.title.en if card else category(rc.category).en
-    prefix = "Unclear; weak candidate"
+    # the words follow the certainty; an undecided answer says so first
+    prefix = "Unclear; weak candidate" if rc.certainty == "weak" else "Unclear; leading candidate"
     if verdict == "diagnosed":
         prefix = {"likely": "Most likely", "possible": "Possibly"}.get(rc.certainty, prefix)
     who = ""

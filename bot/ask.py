@@ -25,6 +25,7 @@ from bot.answer import build_answer
 from bot.config import Settings
 from bot.contract import Answer, Lang, PerLanguage, RetrievalHit, decide_verdict, langs_of
 from bot.diagnosis.engine import Diagnosis, diagnose
+from bot.diagnosis.nearest import Neighbour, VoteParams, category_votes
 from bot.diagnosis.rules import Signal
 from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import load_taxonomy
@@ -36,6 +37,15 @@ QUESTION_CHANNELS = ("bm25", "dense")
 DECAY = 0.6
 SCALE_LOG_DECISIVE, SCALE_SPECIFIC, SCALE_VAGUE = 0.2, 0.8, 0.45
 DISTINCTIVE_DF = 3
+#: The weight of the past incidents a question resembles (their category vote), next to the
+#: cards' retrieval, unless the log is decisive: chosen by grouped cross-validation over the
+#: corpus's own questions (`benchmarks/eval_cases.py --questions --tune`: 0.5 -> 3.0 raised
+#: top-1 steadily; 2.0 and 3.0 are within two cases, and the smaller leans less on questions
+#: written by the people who collected the incidents).
+ASKED_WEIGHT = 2.0
+ASKED_VOTES = VoteParams()
+#: a signal is a probability-like strength: never 1 or more, whatever the weight
+ASKED_CAP = 0.95
 
 #: What tells a category apart from the others: (en, zh), from the taxonomy's `tell_apart`.
 DISCRIMINATORS: dict[str, tuple[str, str]] = {
@@ -98,15 +108,31 @@ def next_steps(categories: Sequence[str], cards: Sequence[Card], has_log: bool,
     return {lg: [s[0 if lg == "en" else 1] for s in steps[:6]] for lg in langs}
 
 
+def asked_signals(asked: Sequence[Neighbour], weight: float = ASKED_WEIGHT) -> list[Signal]:
+    """The category vote of the past incidents the question resembles, as signals."""
+    out = []
+    for cat, share in sorted(category_votes(asked, ASKED_VOTES).items(), key=lambda kv: -kv[1]):
+        voter = next((n for n in asked if cat in n.doc.accepted and n.incident), None)
+        where = f" (closest {voter.incident.url})" if voter and voter.incident else ""
+        out.append(Signal(cat, round(min(weight * share, ASKED_CAP), 3),
+                          f"the question resembles past incidents of this cause{where}"))
+    return out
+
+
 def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str = "both",
             report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
-            distinctive: set[str] | None = None) -> Answer:
-    """Pure: the question, its retrieval hits and the optional log analysis -> an answer."""
+            distinctive: set[str] | None = None, asked: Sequence[Neighbour] = (),
+            asked_weight: float = ASKED_WEIGHT) -> Answer:
+    """Pure: the question, its retrieval hits, the past incidents it resembles (`asked`) and
+    the optional log analysis -> an answer."""
     log_decisive = log_diagnosis is not None and log_diagnosis.verdict == "diagnosed"
     specific = is_specific(hits, distinctive or set())
     scale = SCALE_LOG_DECISIVE if log_decisive else SCALE_SPECIFIC if specific else SCALE_VAGUE
     has_log = report is not None and report.evidence_found
-    diagnosis = diagnose(report or LogReport(), cards, extra=question_signals(hits, scale),
+    # a decisive log is not outvoted by what the question resembles
+    extra = [*question_signals(hits, scale),
+             *([] if log_decisive else asked_signals(asked, asked_weight))]
+    diagnosis = diagnose(report or LogReport(), cards, extra=extra,
                          neighbours=log_diagnosis.neighbours if log_diagnosis else None)
     by_cat: dict[str, str] = {}
     for h in sorted(hits, key=question_score, reverse=True):
@@ -140,7 +166,7 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
     from bot.config import load_settings
     from bot.logs.sources import expand_inputs
     from bot.retrieval.search import get_retriever
-    from bot.service import add_source_notes, analyze_sources, bundled_cards
+    from bot.service import add_source_notes, analyze_sources, bundled_cards, question_index
 
     settings = settings or load_settings()
     out_lang = resolve_lang(question, lang)
@@ -153,6 +179,7 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
         report, base = None, None
     retriever = get_retriever(settings, cards)
     hits = retriever.search(question, 8, base)
+    asked = question_index(settings.cache_dir).nearest(question, ASKED_VOTES.k)
     answer = compose(question, cards, hits, out_lang, report, base,
-                     retriever.sparse.distinctive(DISTINCTIVE_DF))
+                     retriever.sparse.distinctive(DISTINCTIVE_DF), asked)
     return add_source_notes(answer, report) if report is not None else answer

@@ -14,7 +14,8 @@ from typing import BinaryIO, TypeVar
 from bot.answer import build_answer
 from bot.config import Settings
 from bot.contract import Answer
-from bot.diagnosis import nearest
+from bot.diagnosis import asked, nearest
+from bot.diagnosis.asked import QuestionIndex
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.nearest import IncidentIndex
 from bot.errors import KnowledgeError
@@ -25,6 +26,7 @@ from bot.logs import salient
 from bot.logs.analyze import analyzer_for
 from bot.logs.model import LogReport
 from bot.logs.sources import Limits, LogSource, expand_inputs
+from bot.retrieval import tokenize
 
 T = TypeVar("T")
 
@@ -86,6 +88,13 @@ def knowledge_for(cache_dir: Path | None) -> tuple[tuple[Card, ...], IncidentInd
 
     return _disk_cached("knowledge", [*incident_files(), *card_files()], build, cache_dir,
                         (nearest, salient, cards_module))
+
+
+@lru_cache(maxsize=2)
+def question_index(cache_dir: Path | None) -> QuestionIndex:
+    """The incidents by the questions asked about them (`bot.diagnosis.asked`)."""
+    return _disk_cached("questions", incident_files(), lambda: QuestionIndex(bundled_incidents()),
+                        cache_dir, (asked, tokenize))
 
 
 def bundled_index(cache_dir: Path | None = None) -> IncidentIndex:

@@ -77,7 +77,7 @@ def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "
 def _summary(answer: AgentAnswer, cards: Mapping[str, Card], verdict: str) -> str:
     if answer.root_causes:
         rc = answer.root_causes[0]
-        prefix = "Most likely" if verdict == "diagnosed" else "Unclear; weak candidate"
+        prefix = "Most likely" if verdict == "diagnosed" else "Unclear; weak candidate"  # < 0.3
         return f"{prefix}: {rc.category} ({rc.confidence:.0%}) - {cards[rc.card].title.en}."
     first = answer.explanation.strip().split("\n", 1)[0]
     return first[:300] or "See the cited cards."

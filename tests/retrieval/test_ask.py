@@ -69,3 +69,32 @@ def test_decisive_log_dominates_question(settings: Settings, retriever: Retrieve
     a = answer_question("is this a GPU hardware problem like Xid 79?", [str(log)], "en", settings)
     assert a["diagnosis"]["root_causes"][0]["category"] == case["category"]
     assert any(r["card"] == case["card"] and "signature" in r["channels"] for r in a["retrieval"])
+
+
+def test_log_less_questions_are_ranked_by_what_was_asked_before(settings: Settings,
+                                                               retriever: Retriever) -> None:
+    """The README's example and a Chinese watchdog question: the past incidents they resemble
+    vote with the cards, and the confidence follows the evidence (not one constant)."""
+    docker = answer_question("NCCL hangs at init inside docker, unhandled system error",
+                             settings=settings)
+    assert docker["diagnosis"]["root_causes"][0]["category"] == "shm_ipc_container"
+    assert any("resembles past incidents" in w
+               for w in docker["diagnosis"]["root_causes"][0]["why"])
+    watchdog = answer_question("多机训练 NCCL 超时，日志里只有 watchdog，怎么排查？",
+                               settings=settings)
+    top = watchdog["diagnosis"]["root_causes"][0]
+    assert top["category"] in {"timeout_too_short", "straggler_or_imbalance", "rank_crashed",
+                               "collective_mismatch"}
+    assert top["confidence"] != docker["diagnosis"]["root_causes"][0]["confidence"]
+
+
+def test_question_index_finds_the_thread_a_question_was_asked_about() -> None:
+    from bot.diagnosis.asked import QuestionIndex
+    from bot.knowledge.incidents import load_incidents
+
+    incidents = [i for i in load_incidents() if i.question]
+    index = QuestionIndex(incidents)
+    probe = incidents[0]
+    assert index.nearest(str(probe.question), 3)[0].doc.incident == probe
+    others = index.nearest(str(probe.question), 3, exclude=lambda i: i.id == probe.id)
+    assert probe not in [n.doc.incident for n in others]

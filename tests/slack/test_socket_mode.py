@@ -72,6 +72,14 @@ def test_dm_with_gz_log_then_dedup_then_followup(slack: FakeSlack, app: App) -> 
                                 block_text(m.get("blocks"))]) >= 2)
 
 
+def test_a_question_without_a_log_is_answered_from_the_question(slack: FakeSlack,
+                                                               app: App) -> None:
+    dispatch(app, dm("12.1", "NCCL hangs at init inside docker, unhandled system error"))
+    answer = final(slack, "D1", "12.1", "ncclbot_feedback_up")
+    first = next(b["text"]["text"] for b in answer["blocks"] if b["type"] == "section")
+    assert "shm_ipc_container" in first
+
+
 def test_rejected_files_get_a_clear_message(slack: FakeSlack, app: App, settings) -> None:
     binary = slack.add_file("core.log", b"\x7fELF\x00\x00\x01" * 2000)
     image = slack.add_file("screenshot.png", b"\x89PNG....", mimetype="image/png",
