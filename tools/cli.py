@@ -19,8 +19,9 @@ from typing import Any
 
 import typer
 
-from tools.registry import format_size, run_local
+from tools.registry import run_local
 from tools.result import ToolResult
+from tools.units import format_size
 
 node_app = typer.Typer(help="Node diagnostics: topology, environment, probe, Xid.",
                        no_args_is_help=True)
@@ -151,7 +152,7 @@ def probe(
     With --nnodes/--rdzv-endpoint it runs under torchrun's c10d rendezvous (start it on
     every node); each node prints the rows its own ranks measured.
     """
-    from tools.probe_worker import FAULT_ENV
+    from tools.probe.worker import FAULT_ENV
 
     params: dict[str, Any] = {
         "backend": backend, "nproc": nproc, "min_bytes": parse_size(min_bytes, "--min-bytes"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tools.topo_matrix import Topology
+from tools.topo.matrix import Topology
 
 #: nvmlDeviceGetTopologyCommonAncestor levels -> nvidia-smi letters.
 _TOPO_LETTER = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}

@@ -1,38 +1,28 @@
-"""The declared node tools: name, LLM-facing description, bounded parameter
-model and prerequisites, plus `run_local`, which the CLI and the node agent
-call. Requests are validated against the parameter models before running.
+"""The node tools, each declared once as a `ToolSpec`: name, description (for people and
+the LLM), bounded parameter model, prerequisites and runner. The CLI options, the node
+agent's request models, the agent's tool list, Slack's commands and buttons and the cards'
+probe names all read `TOOLS`; `run_local` validates a request and runs it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError
 
-from tools.busbw import COLLECTIVES
+from tools.env.collect import collect_env
+from tools.files import open_regular
+from tools.params import Params
+from tools.probe.params import ProbeParams
+from tools.probe.run import run_probe
 from tools.result import ToolResult
+from tools.topo.collect import collect_topology
+from tools.xid.scan import scan_xid
 
-GIB = 2**30
-#: At most this many message sizes in one sweep (min..max by factor).
-MAX_SIZES = 64
-#: Per node, ranks x largest message: each rank holds up to ~3 buffers of max_bytes
-#: (GPU memory for nccl, host memory for gloo).
-MAX_NODE_BYTES = {"nccl": 64 * GIB, "gloo": 8 * GIB}
-#: Ranks assumed when nproc is left to the node (GPUs for nccl, 2 for gloo).
-DEFAULT_NPROC = {"nccl": 8, "gloo": 2}
-#: An optimistic per-rank bus rate; a sweep that cannot finish within `timeout` even at
-#: this rate is refused up front instead of being killed half-way.
-FAST_BYTES_PER_S = {"nccl": 500e9, "gloo": 20e9}
-Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall",
-                     "sendrecv"]
-
-
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+#: hears where a probe's sweep is (see `tools.probe.launch.sweep_position`)
+Progress = Callable[[dict[str, Any]], None]
 
 class TopoParams(Params):
     topo_file: str | None = Field(None, max_length=4096,
@@ -45,81 +35,33 @@ class EnvParams(Params):
     import_torch: bool = Field(True, description="import torch to read its CUDA/NCCL versions")
 
 
-class ProbeParams(Params):
-    backend: Literal["nccl", "gloo"] = "nccl"
-    nproc: int | None = Field(None, ge=1, le=64, description="ranks; default: GPUs (nccl), 2")
-    min_bytes: int = Field(1024, ge=1, le=8 * GIB)
-    max_bytes: int = Field(64 * 2**20, ge=1, le=8 * GIB)
-    factor: float = Field(2.0, gt=1.0, le=1024.0)
-    warmup: int = Field(5, ge=0, le=1000)
-    iters: int = Field(20, ge=1, le=1000)
-    collective_timeout: float = Field(60.0, ge=1.0, le=1800.0,
-                                      description="seconds one collective step may take")
-    timeout: float = Field(600.0, ge=1.0, le=1800.0, description="seconds for the whole probe")
-    collectives: list[Collective] = Field(default_factory=lambda: list(COLLECTIVES),
-                                          min_length=1, max_length=6)
-    plot: str | None = Field(None, max_length=4096, description="write a busbw PNG here")
-    nccl_tests: str | None = Field(None, max_length=4096,
-                                   description="directory of NVIDIA nccl-tests binaries")
-    nnodes: int = Field(1, ge=1, le=1024, description="nodes in a torchrun c10d rendezvous")
-    node_rank: int | None = Field(None, ge=0, le=1023,
-                                  description="this node's rank; node 0 hosts the c10d store")
-    rdzv_endpoint: str | None = Field(
-        None, max_length=260, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):"
-        r"\d{1,5}$", description="HOST:PORT of the c10d rendezvous (torchrun --rdzv-endpoint)")
-    rdzv_id: str = Field("ncclbot-probe", min_length=1, max_length=64,
-                         pattern=r"^[A-Za-z0-9_.-]+$", description="torchrun --rdzv-id")
-
-    @model_validator(mode="after")
-    def _sizes(self) -> ProbeParams:
-        if self.min_bytes > self.max_bytes:
-            raise ValueError("min_bytes must be <= max_bytes")
-        self._check_joint_bounds()
-        if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise ValueError("nnodes > 1 needs rdzv_endpoint (HOST:PORT of the c10d store)")
-        if self.node_rank is not None and self.node_rank >= self.nnodes:
-            raise ValueError(f"node_rank must be < nnodes ({self.nnodes})")
-        if self.rdzv_endpoint and not 0 < int(self.rdzv_endpoint.rpartition(":")[2]) < 65536:
-            raise ValueError("rdzv_endpoint port must be 1-65535")
-        return self
-
-    def _check_joint_bounds(self) -> None:
-        """Parameters each within bounds can still be too big together."""
-        steps = math.ceil(math.log(self.max_bytes / self.min_bytes) / math.log(self.factor)
-                          - 1e-9) + 1 if self.max_bytes > self.min_bytes else 1
-        if steps > MAX_SIZES:
-            raise ValueError(f"min_bytes {self.min_bytes} to max_bytes {self.max_bytes} by "
-                             f"factor {self.factor:g} is {steps} message sizes; at most "
-                             f"{MAX_SIZES} (raise factor or narrow the range)")
-        nproc = self.nproc or DEFAULT_NPROC[self.backend]
-        per_node, limit = nproc * self.max_bytes, MAX_NODE_BYTES[self.backend]
-        if per_node > limit:
-            raise ValueError(f"nproc {nproc} x max_bytes {format_size(self.max_bytes)} = "
-                             f"{format_size(per_node)} of buffers per node; at most "
-                             f"{format_size(limit)} for {self.backend} (lower max_bytes or nproc)")
-        per_step = sum(min(self.max_bytes, self.min_bytes * self.factor ** i)
-                       for i in range(steps))
-        work = per_step * (self.warmup + self.iters) * len(self.collectives)
-        rate = FAST_BYTES_PER_S[self.backend]
-        if work / rate > self.timeout:
-            raise ValueError(f"{len(self.collectives)} collective(s) x {self.warmup} warmup + "
-                             f"{self.iters} iters over {steps} sizes up to "
-                             f"{format_size(self.max_bytes)} moves {format_size(int(work))} per "
-                             f"rank: over {work / rate:.0f} s even at {rate / 1e9:g} GB/s, "
-                             f"longer than timeout {self.timeout:g} s (fewer iters, smaller sizes)")
-
-
-def format_size(n: int) -> str:
-    """Bytes in binary units as people write them: 4194304 -> "4 MiB", 1000 -> "1000 B"."""
-    for unit, scale in (("TiB", 2**40), ("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n} B"
-
-
 class XidParams(Params):
     file: str | None = Field(None, max_length=4096,
                              description="a dmesg/journal/kern.log file; default: `dmesg`")
+
+
+def _run_topo(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
+    text = p.topo_text
+    if p.topo_file:
+        try:
+            with open_regular(p.topo_file) as fh:
+                text = fh.read(2_000_000)
+        except OSError as exc:
+            return ToolResult.failed("topo", f"topo --topo-file {p.topo_file}",
+                                     f"cannot read {p.topo_file}: {exc.strerror or exc}")
+    return collect_topology(topo_text=text)
+
+
+def _run_env(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
+    return collect_env(import_torch=p.import_torch)
+
+
+def _run_probe(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
+    return run_probe(p, fault=fault, on_progress=progress)
+
+
+def _run_xid(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
+    return scan_xid(file=p.file)
 
 
 @dataclass(frozen=True)
@@ -128,6 +70,8 @@ class ToolSpec:
     description: str
     params: type[Params]
     prerequisites: tuple[str, ...]
+    #: run(validated params, test-only fault spec, progress listener) -> result
+    run: Callable[[Any, str | None, Progress | None], ToolResult]
 
 
 TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
@@ -136,23 +80,25 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
              "NVLink state and errors, P2P matrix, the nvidia-smi topology letters between GPUs "
              "and NICs, NIC NUMA placement, PCIe ACS and IOMMU. Use for slow or hanging "
              "intra-node communication, P2P/NVLink errors and GPU health.",
-             TopoParams, ("NVML (nvidia-ml-py + driver) for GPU facts; sysfs; lspci for ACS",)),
+             TopoParams, ("NVML (nvidia-ml-py + driver) for GPU facts; sysfs; lspci for ACS",),
+             _run_topo),
     ToolSpec("env",
              "Environment of this node: NCCL_*/TORCH_*/CUDA_* variables (secrets redacted), "
              "python/torch/NCCL/CUDA/driver and framework versions, container, /dev/shm, "
              "ulimits, cgroup memory, interfaces and MTUs, IB devices, nvidia_peermem, fabric "
              "manager; with lint findings for risky settings.",
-             EnvParams, ()),
+             EnvParams, (), _run_env),
     ToolSpec("probe",
              "Run a bounded collective bandwidth sweep (all_reduce, all_gather, reduce_scatter, "
              "broadcast, alltoall, send/recv) across local GPUs with NCCL (or CPU with gloo), "
              "reporting algbw/busbw per size, correctness, hangs, and the share of the "
              "expected bandwidth for known hardware.",
-             ProbeParams, ("torch with the requested backend", "GPUs for backend nccl")),
+             ProbeParams, ("torch with the requested backend", "GPUs for backend nccl"),
+             _run_probe),
     ToolSpec("xid",
              "Scan kernel logs (dmesg or a given file) for NVIDIA Xid errors and explain each "
              "code: GPU fallen off the bus, ECC, NVLink, MMU faults, with severity.",
-             XidParams, ("permission to read dmesg, or a log file",)),
+             XidParams, ("permission to read dmesg, or a log file",), _run_xid),
 )}
 
 
@@ -166,7 +112,7 @@ def run_local(tool: str, params: dict[str, Any] | None = None, *,
               on_progress: Callable[[dict[str, Any]], None] | None = None) -> ToolResult:
     """Validate and run one tool on this node. Never raises: bad input is an error result.
 
-    `fault`: a test-only fault spec for the probe's workers (`tools.probe_worker`).
+    `fault`: a test-only fault spec for the probe's workers (`tools.probe.worker`).
     `on_progress`: hears where a probe's sweep is (see `tools.probe_launch.sweep_position`).
     """
     invocation = f"{tool} {params or {}}"
@@ -178,36 +124,6 @@ def run_local(tool: str, params: dict[str, Any] | None = None, *,
     except ValidationError as exc:
         return ToolResult.failed(tool, invocation, f"invalid parameters: {exc}")
     try:
-        return _dispatch(tool, p, fault, on_progress)
+        return TOOLS[tool].run(p, fault, on_progress)
     except Exception as exc:  # noqa: BLE001 - a tool bug must still come back as a result
         return ToolResult.failed(tool, invocation, f"{type(exc).__name__}: {exc}")
-
-
-def _dispatch(tool: str, p: Params, fault: str | None = None,
-              on_progress: Callable[[dict[str, Any]], None] | None = None) -> ToolResult:
-    if isinstance(p, TopoParams):
-        from tools.files import open_regular
-        from tools.topo import collect_topology
-
-        text = p.topo_text
-        if p.topo_file:
-            try:
-                with open_regular(p.topo_file) as fh:
-                    text = fh.read(2_000_000)
-            except OSError as exc:
-                return ToolResult.failed(tool, f"topo --topo-file {p.topo_file}",
-                                         f"cannot read {p.topo_file}: {exc.strerror or exc}")
-        return collect_topology(topo_text=text)
-    if isinstance(p, EnvParams):
-        from tools.env import collect_env
-
-        return collect_env(import_torch=p.import_torch)
-    if isinstance(p, ProbeParams):
-        from tools.probe import run_probe
-
-        return run_probe(p, fault=fault, on_progress=on_progress)
-    if isinstance(p, XidParams):
-        from tools.xid import scan_xid
-
-        return scan_xid(file=p.file)
-    raise AssertionError(tool)

@@ -48,7 +48,7 @@ from bot.contract import Answer, LlmUse, ProbeRun, SimilarIncident
 from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
-from tools.presets import PROBE_PRESETS
+from tools.probe.presets import PROBE_PRESETS
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.
 DEADLINE_CALLS = 3

@@ -16,7 +16,7 @@ from bot.agent.context import ToolContext, invocation
 from bot.agent.providers import GuardedChatModel
 from bot.agent.tools import call_tool, langchain_tools
 from bot.knowledge.taxonomy import load_taxonomy
-from tools.presets import PROBE_PRESETS
+from tools.probe.presets import PROBE_PRESETS
 
 MAX_TOOL_ROUNDS = 8
 

@@ -18,7 +18,7 @@ from bot.agent.backends import error_text, load_nodes, search_cards
 from bot.agent.context import ToolContext, invocation
 from bot.errors import NcclbotError
 from bot.knowledge.cards import Card
-from tools.presets import PROBE_PRESETS
+from tools.probe.presets import PROBE_PRESETS
 from tools.result import ToolResult
 
 MAX_TOOL_CHARS = 12_000

@@ -18,7 +18,7 @@ from typing import Any
 from bot.errors import NodeError
 from bot.nodes.client import AgentError, NodeBusyError, NodeClient
 from bot.nodes.localize import GroupRun
-from tools.baselines import LARGE_ENOUGH, expected_busbw
+from tools.probe.baselines import LARGE_ENOUGH, expected_busbw
 from tools.result import ToolResult
 
 #: Agent errors that stop a multi-node probe before it starts (unreachable and timed-out

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.logs.sources import looks_binary
+from tools.units import format_size
 
 LOG_SUFFIXES = (".log", ".txt", ".gz", ".zip", ".out", ".err")
 CHUNK = 1 << 20
@@ -99,12 +100,7 @@ class Rejected:
     reason: str
 
 
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
+human = format_size
 
 
 def safe_name(name: str) -> str:

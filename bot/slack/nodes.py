@@ -8,9 +8,9 @@ from typing import Any
 
 from bot.config import Settings
 from bot.errors import NodeError
-from tools.presets import PROBE_PRESETS
+from tools.probe.presets import PROBE_PRESETS
+from tools.registry import TOOLS
 
-TOOLS = ("probe", "topo", "env", "xid")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 PRESETS = PROBE_PRESETS  # one table for the agent, the buttons and /nccl probe
 

@@ -114,7 +114,7 @@ def test_auto_mode_defaults_expected_busbw_from_the_baselines() -> None:
 
 
 def test_expected_busbw_from_hardware() -> None:
-    from tools.baselines import expected_busbw
+    from tools.probe.baselines import expected_busbw
 
     assert expected_busbw("nccl", "NVIDIA H100 80GB HBM3", 8)[0] == 480.0
     assert expected_busbw("nccl", "NVIDIA H100 80GB HBM3", 8, 2, ["400 Gb/sec (4X NDR)"] * 4

@@ -213,7 +213,7 @@ def test_probe_progress_text_is_only_for_the_askers_running_probe() -> None:
     running = {"running": True, "holder": "slack:UBOB", "since": "2026-11-23T10:00:00+00:00",
                "progress": {"step": 3, "steps": 8, "collective": "all_reduce",
                             "bytes": 4_200_000, "ranks": 8}}
-    assert progress_text(running, "slack:UBOB") == "step 3/8: all_reduce, 4.2 MB"
+    assert progress_text(running, "slack:UBOB") == "step 3/8: all_reduce, 4.01 MiB"
     assert progress_text(running, "slack:UEVE") is None  # someone else's probe
     assert progress_text({"running": False}, "slack:UBOB") is None
     assert progress_text({**running, "progress": None}, "slack:UBOB") is None
@@ -242,7 +242,7 @@ def test_seen_before_lists_linked_past_incidents_with_their_fix() -> None:
 
 def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
     from bot.slack.nodes import params_for
-    from tools.presets import PROBE_PRESETS
+    from tools.probe.presets import PROBE_PRESETS
 
     for preset in PROBE_PRESETS:
         answer = make(diagnosis={"root_causes": []},

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from tools.cli import node_app
-from tools.registry import TOOLS, ProbeParams, run_local, validate
+from tools.probe.params import ProbeParams
+from tools.registry import TOOLS, run_local, validate
 
 runner = CliRunner()
 
@@ -74,7 +75,7 @@ def test_probe_params_defaults() -> None:
 
 
 def test_tools_import_without_torch() -> None:
-    code = ("import sys, tools.cli, tools.topo, tools.env, tools.xid, tools.probe, "
+    code = ("import sys, tools.cli, tools.topo.collect, tools.env.collect, tools.xid.scan, tools.probe.run, "
             "tools.registry; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True,
                    cwd=Path(__file__).resolve().parents[2])
@@ -88,3 +89,20 @@ def test_every_card_id_exists() -> None:
         pytest.skip("knowledge/cards not present")
     missing = {r: c for r, c in RULE_CARDS.items() if c and not (cards / f"{c}.yaml").is_file()}
     assert missing == {}
+
+
+def test_every_tool_is_declared_once_and_read_everywhere() -> None:
+    """The cards' probe names, Slack's commands and the node agent's request models come
+    from the one ToolSpec table."""
+    from bot.knowledge.cards import PROBES
+    from bot.slack.listeners.commands import NODE_TOOLS
+    from bot.slack.nodes import TOOLS as SLACK_TOOLS
+    from tools.agent.models import EnvRequest, ProbeRequest, TopoRequest, XidRequest
+
+    assert PROBES == set(TOOLS) == set(SLACK_TOOLS) == set(NODE_TOOLS)
+    for spec in TOOLS.values():
+        assert spec.description and callable(spec.run)
+        assert validate(spec.name, None) == spec.params()
+    requests = {"topo": TopoRequest, "env": EnvRequest, "probe": ProbeRequest, "xid": XidRequest}
+    assert set(requests) == set(TOOLS)
+    assert all(issubclass(requests[name], spec.params) for name, spec in TOOLS.items())

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 from conftest import RecordedNvml, h100_node
 
-from tools.env import collect_env
-from tools.env_collect import cgroup_memory, container_info, package_versions, relevant_env
+from tools.env.collect import collect_env
+from tools.env.facts import cgroup_memory, container_info, package_versions, relevant_env
 from tools.runner import RecordedRunner
 
 IP_JSON = json.dumps([{"ifname": "lo", "addr_info": [{"local": "127.0.0.1", "prefixlen": 8}]},

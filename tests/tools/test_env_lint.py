@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tools.env_lint import EnvFacts, ifname_matches, lint_env
+from tools.env.lint import EnvFacts, ifname_matches, lint_env
 
 IFACES = [{"name": n, "state": "up", "mtu": 1500, "type": "ether"}
           for n in ("lo", "eth0", "eth1", "ib0", "docker0")]

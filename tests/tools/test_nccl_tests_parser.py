@@ -8,8 +8,8 @@ from pathlib import Path
 
 from conftest import FIXTURES
 
-from tools.nccl_tests import parse_nccl_tests, parse_nccl_tests_json, run_nccl_tests
-from tools.registry import ProbeParams
+from tools.probe.nccl_tests import parse_nccl_tests, parse_nccl_tests_json, run_nccl_tests
+from tools.probe.params import ProbeParams
 from tools.runner import CommandOutput, RecordedRunner, SubprocessRunner
 
 NT = FIXTURES / "nccl_tests"

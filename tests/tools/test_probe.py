@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tools.baselines import baseline_findings, hardware_key
-from tools.busbw import bandwidths, bus_factor, sweep_sizes
-from tools.probe import run_probe
-from tools.probe_launch import sweep_position
-from tools.probe_worker import parse_fault
-from tools.registry import ProbeParams
+from tools.probe.baselines import baseline_findings, hardware_key
+from tools.probe.busbw import bandwidths, bus_factor, sweep_sizes
+from tools.probe.launch import sweep_position
+from tools.probe.params import ProbeParams
+from tools.probe.run import run_probe
+from tools.probe.worker import parse_fault
 
 pytest.importorskip("torch")
 
@@ -167,7 +167,7 @@ def test_nccl_probe_on_local_gpus() -> None:
 
 @pytest.mark.gpu
 def test_topology_on_a_gpu_node() -> None:
-    from tools.topo import collect_topology
+    from tools.topo.collect import collect_topology
 
     result = collect_topology()
     assert result.status == "success", result.error

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tools.probe import torchrun_argv
-from tools.registry import ProbeParams
+from tools.probe.params import ProbeParams
+from tools.probe.run import torchrun_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_torchrun_command_and_its_bounds() -> None:
     assert argv[argv.index("--rdzv-backend") + 1] == "c10d"
     assert "is_host=1" in argv[argv.index("--rdzv-conf") + 1]
     assert argv[argv.index("--local-addr") + 1] == "127.0.0.1"
-    assert argv[argv.index("-m", 3) + 1] == "tools.probe_worker"
+    assert argv[argv.index("-m", 3) + 1] == "tools.probe.worker"
     remote = ProbeParams(backend="gloo", nnodes=4, rdzv_endpoint="gpu-node-17:29400")
     assert "--local-addr" not in torchrun_argv(remote, [1024], 8, Path("/tmp/x"))
     for bad in ({"nnodes": 2}, {"nnodes": 2, "node_rank": 2, "rdzv_endpoint": "h:1"},

@@ -7,7 +7,7 @@ from conftest import FIXTURES, RecordedNvml, h100_node
 from tools.host import parse_iommu_cmdline, parse_lspci_acs
 from tools.nvml import NvmlClient, cpu_list
 from tools.runner import CommandOutput, RecordedRunner
-from tools.topo import collect_topology
+from tools.topo.collect import collect_topology
 
 LSPCI_ACS = """0000:00:01.0 PCI bridge: Intel Corporation Sky Lake-E PCI Express Root Port A (rev 04)
 \tCapabilities: [148 v1] Access Control Services

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
-from tools.topo import from_topo_text
-from tools.topo_matrix import parse_topo_matrix
-from tools.topo_rules import matrix_findings
+from tools.topo.collect import from_topo_text
+from tools.topo.matrix import parse_topo_matrix
+from tools.topo.rules import matrix_findings
 
 TOPO = FIXTURES / "topo"
 

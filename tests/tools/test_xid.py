@@ -7,8 +7,8 @@ from pathlib import Path
 from conftest import FIXTURES
 
 from tools.runner import CommandOutput, RecordedRunner
-from tools.xid import parse_xid_line, scan_xid
-from tools.xid_catalog import XID_CATALOG_URL, explain
+from tools.xid.catalog import XID_CATALOG_URL, explain
+from tools.xid.scan import parse_xid_line, scan_xid
 
 DMESG = FIXTURES / "dmesg"
 

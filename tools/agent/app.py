@@ -37,7 +37,7 @@ from tools.agent.models import (
     TopoRequest,
     XidRequest,
 )
-from tools.probe_worker import FAULT_ENV
+from tools.probe.worker import FAULT_ENV
 from tools.result import ToolResult
 
 VERSION = "2"

@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools.busbw import sweep_sizes
-from tools.probe_launch import ProgressFn, rank_commands, report, run_commands, worker_env
-from tools.registry import ProbeParams
+from tools.probe.busbw import sweep_sizes
+from tools.probe.launch import ProgressFn, rank_commands, report, run_commands, worker_env
+from tools.probe.params import ProbeParams
 from tools.result import ToolResult
 
 
@@ -22,7 +22,7 @@ def hardware(backend: str, root: Path = Path("/")) -> dict[str, Any]:
     """GPU model and count (NVML) and active InfiniBand port rates (sysfs); for nccl only."""
     if backend != "nccl":
         return {}
-    from tools.probe import gpu_info
+    from tools.probe.run import gpu_info
     from tools.sysfs import read_ib_devices
 
     count, name, _ = gpu_info(backend)

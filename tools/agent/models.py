@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tools.registry import EnvParams, ProbeParams, TopoParams, XidParams
+from tools.probe.params import ProbeParams
+from tools.registry import EnvParams, TopoParams, XidParams
 
 #: The only files a remote caller may ask the Xid scan to read.
 ALLOWED_LOG_FILES = ("/var/log/kern.log", "/var/log/syslog", "/var/log/messages",

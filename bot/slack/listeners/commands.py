@@ -9,8 +9,7 @@ from bot.slack.conversation import Conversation
 from bot.slack.deps import Deps
 from bot.slack.diagnostics import Diagnostics
 from bot.slack.lang import LANGS
-
-NODE_TOOLS = ("probe", "topo", "env", "xid")
+from tools.registry import TOOLS as NODE_TOOLS
 
 
 def parse(text: str) -> tuple[str, list[str], str]:

@@ -22,8 +22,8 @@ from tools.sysfs import (
     read_nvidia_pci,
     read_text,
 )
-from tools.topo_matrix import SAME_SWITCH, Topology, parse_topo_matrix
-from tools.topo_rules import (
+from tools.topo.matrix import SAME_SWITCH, Topology, parse_topo_matrix
+from tools.topo.rules import (
     acs_findings,
     health_findings,
     iommu_findings,

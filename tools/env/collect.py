@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tools import env_collect as ec
-from tools.env_lint import EnvFacts, lint_env
+from tools.env import facts as ec
+from tools.env.lint import EnvFacts, lint_env
 from tools.nvml import NvmlClient, NvmlUnavailableError
 from tools.result import ToolResult
 from tools.runner import CommandRunner, SubprocessRunner

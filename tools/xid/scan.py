@@ -12,7 +12,7 @@ from tools.cards import card_for
 from tools.files import open_regular
 from tools.result import Finding, Severity, ToolResult
 from tools.runner import CommandRunner, SubprocessRunner, render_argv
-from tools.xid_catalog import XID_CATALOG_URL, explain
+from tools.xid.catalog import XID_CATALOG_URL, explain
 
 TOOL = "xid"
 _XID = re.compile(r"^(?P<prefix>.*?)NVRM: Xid \((?:PCI:)?(?P<pci>[^)]*)\): (?P<code>\d+),\s*"

@@ -1,7 +1,7 @@
-"""One rank of the collective sweep. Launched by `tools.probe` or by torchrun:
+"""One rank of the collective sweep. Launched by `tools.probe.run` or by torchrun:
 
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT \
-        -m tools.probe_worker --backend nccl --out /tmp/probe
+        -m tools.probe.worker --backend nccl --out /tmp/probe
 
 It reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
 environment as torchrun sets them, writes `rank{R}.progress` (the step it is in)

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.busbw import COLLECTIVES
-from tools.registry import ProbeParams
+from tools.probe.busbw import COLLECTIVES
+from tools.probe.params import ProbeParams
 from tools.result import ToolResult
 from tools.runner import CommandRunner, SubprocessRunner, render_argv
 
@@ -173,7 +173,7 @@ def run_nccl_tests(p: ProbeParams, runner: CommandRunner | None = None,
     base = Path(p.nccl_tests or ".")
     ngpus = ngpus or p.nproc
     if ngpus is None:
-        from tools.probe import gpu_info
+        from tools.probe.run import gpu_info
 
         ngpus, _, reason = gpu_info("nccl")
         if not ngpus:

@@ -1,7 +1,7 @@
 """The collective bandwidth probe: launch one worker process per rank, bound
 every step in time, merge per-rank results into nccl-tests style rows.
 
-Single node: workers (`python -m tools.probe_worker`) rendezvous on 127.0.0.1
+Single node: workers (`python -m tools.probe.worker`) rendezvous on 127.0.0.1
 through the environment variables torchrun sets. Multi-node (`nnodes > 1`): the
 same worker runs under `python -m torch.distributed.run --rdzv-backend c10d
 --rdzv-endpoint HOST:PORT` on every node, and each node reports the rows its own
@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools.baselines import baseline_findings
-from tools.busbw import sweep_sizes
 from tools.netaddr import is_loopback_ip
-from tools.probe_launch import (
+from tools.probe.baselines import baseline_findings
+from tools.probe.busbw import sweep_sizes
+from tools.probe.launch import (
     Command,
     ProgressFn,
     rank_commands,
@@ -30,7 +30,7 @@ from tools.probe_launch import (
     worker_args,
     worker_env,
 )
-from tools.registry import ProbeParams
+from tools.probe.params import ProbeParams
 from tools.result import ToolResult
 
 TOOL = "probe"
@@ -68,14 +68,14 @@ def run_probe(params: ProbeParams, *, fault: str | None = None,
               on_progress: ProgressFn | None = None) -> ToolResult:
     """Run the sweep (or nccl-tests when `params.nccl_tests` is set). Never raises.
 
-    `fault` is the test-only fault spec for the workers (see `tools.probe_worker`); the
+    `fault` is the test-only fault spec for the workers (see `tools.probe.worker`); the
     caller decides whether one may be injected, workers never inherit one. `on_progress`
     hears which step (collective, size, k of N) the slowest rank is in.
     """
     p = params
     invocation = invocation_of(p)
     if p.nccl_tests:
-        from tools.nccl_tests import run_nccl_tests
+        from tools.probe.nccl_tests import run_nccl_tests
 
         return run_nccl_tests(p)
     if importlib.util.find_spec("torch") is None:
@@ -97,7 +97,7 @@ def run_probe(params: ProbeParams, *, fault: str | None = None,
         else:
             result = _run_local(p, sizes, nproc, out, fault, invocation, on_progress)
     if result.status == "success" and p.plot:
-        from tools.plot import plot_busbw
+        from tools.probe.plot import plot_busbw
 
         err = plot_busbw(result.data["results"], p.plot, title=invocation)
         result.data["plot"] = p.plot if err is None else None
@@ -118,7 +118,7 @@ def _run_local(p: ProbeParams, sizes: list[int], nproc: int, out: Path, fault: s
 
 
 def torchrun_argv(p: ProbeParams, sizes: list[int], nproc: int, out: Path) -> list[str]:
-    """`python -m torch.distributed.run ... -m tools.probe_worker ...` for this node."""
+    """`python -m torch.distributed.run ... -m tools.probe.worker ...` for this node."""
     host = (p.rdzv_endpoint or "").rpartition(":")[0].strip("[]")
     conf = f"join_timeout={int(p.collective_timeout + 60)}"
     if p.node_rank is not None:  # c10d assigns ranks itself; node 0 hosts the store
@@ -130,7 +130,7 @@ def torchrun_argv(p: ProbeParams, sizes: list[int], nproc: int, out: Path) -> li
     # every "node" is this machine: keep all traffic on loopback
     if host == "localhost" or is_loopback_ip(host):
         argv += ["--local-addr", host]
-    return [*argv, "-m", "tools.probe_worker", *worker_args(p, sizes, out)]
+    return [*argv, "-m", "tools.probe.worker", *worker_args(p, sizes, out)]
 
 
 def _run_torchrun(p: ProbeParams, sizes: list[int], nproc: int, out: Path, fault: str | None,

@@ -3,7 +3,7 @@ files into one ToolResult. Shared by the single-node probe, an agent's share of 
 multi-node probe, and the torchrun (c10d) path.
 
 Each worker writes `rank{R}.progress` before every step and `rank{R}.json` at the end
-(see `tools.probe_worker`); a rank whose progress file is older than its step's bound
+(see `tools.probe.worker`); a rank whose progress file is older than its step's bound
 is stuck. Processes run in their own session so a stuck tree is killed as a whole.
 """
 
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.busbw import bandwidths, sweep_sizes
 from tools.cards import card_for
-from tools.probe_worker import FAULT_ENV
-from tools.registry import ProbeParams
+from tools.probe.busbw import bandwidths, sweep_sizes
+from tools.probe.params import ProbeParams
+from tools.probe.worker import FAULT_ENV
 from tools.result import Finding, ToolResult
 
 TOOL = "probe"
@@ -51,7 +51,7 @@ class Command:
 
 
 def worker_args(p: ProbeParams, sizes: Sequence[int], out: Path) -> list[str]:
-    """`tools.probe_worker`'s arguments (after `-m tools.probe_worker`)."""
+    """`tools.probe.worker`'s arguments (after `-m tools.probe.worker`)."""
     return ["--backend", p.backend, "--collectives", ",".join(p.collectives),
             "--sizes", ",".join(map(str, sizes)), "--warmup", str(p.warmup),
             "--iters", str(p.iters), "--timeout", str(p.collective_timeout), "--out", str(out)]
@@ -73,7 +73,7 @@ def worker_env(fault: str | None, base: Mapping[str, str] | None = None,
 def rank_commands(p: ProbeParams, sizes: Sequence[int], out: Path, ranks: Sequence[int],
                   env: Mapping[str, str]) -> list[Command]:
     """One worker process per rank; local rank = position in `ranks`."""
-    argv = [sys.executable, "-m", "tools.probe_worker", *worker_args(p, sizes, out)]
+    argv = [sys.executable, "-m", "tools.probe.worker", *worker_args(p, sizes, out)]
     return [Command(argv, {**env, "RANK": str(rank), "LOCAL_RANK": str(local)}, f"rank{rank}")
             for local, rank in enumerate(ranks)]
 

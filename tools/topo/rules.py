@@ -6,7 +6,7 @@ from typing import Any
 
 from tools.cards import card_for
 from tools.result import Finding, Severity
-from tools.topo_matrix import Topology
+from tools.topo.matrix import Topology
 
 
 def _f(severity: Severity, rule: str, message: str) -> Finding:

@@ -1,0 +1,1 @@
+"""The environment of a node: variables, versions, limits, interfaces, and their lint."""

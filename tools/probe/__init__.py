@@ -1,0 +1,1 @@
+"""The NCCL/gloo bandwidth probe: parameters, presets, launch, workers, nccl-tests, baselines."""

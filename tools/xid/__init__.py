@@ -1,0 +1,1 @@
+"""NVIDIA Xid errors in kernel logs, explained."""
