@@ -147,9 +147,9 @@ class Troubleshooter:
         self._chat_model = chat_model
         self._agent_store = agent_store
         if self.uses_llm and agent_store is None:
-            from bot.agent.state import SqliteConversationStore
+            from bot.threads import SqliteThreadStore
 
-            self._agent_store = SqliteConversationStore(settings.state_db)
+            self._agent_store = SqliteThreadStore(settings.state_db)
         self.analyses = AnalysisCache(analyzer or make_analyzer(settings), cache_size)
 
     # -- analysis -------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 `respond(question, attachments=(), thread_id=None, settings=None, confirm_probe=None)`
 is the entry point for the Slack app and `ncclbot ask`. Importing this package is
 cheap: LangChain is imported only when `respond` runs with a provider configured.
-Conversation state: `bot.agent.state.InMemoryConversationStore` (the default) or
-`SqliteConversationStore(path)`, passed as `store=`.
+Conversation state: `bot.threads.InMemoryThreadStore` (the default) or
+`SqliteThreadStore(path)`, passed as `store=`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     out or cannot ground its answer: the deterministic answer of `bot.ask.answer_question`,
     with a note saying why. `confirm_probe(proposal) -> bool` is asked before any proposed
     probe runs. Keyword-only extras: lang (en, zh, both, auto), model (a chat model),
-    store (ConversationStore), nodes (NodeBackend), on_request (sees every redacted
+    store (ThreadStore), nodes (NodeBackend), on_request (sees every redacted
     message list sent to the model), analyze (the log analysis, for tests), analysis (the
     attachments' analysis already made: the deterministic answer reuses it).
     """

@@ -40,7 +40,6 @@ from bot.agent.providers import (
     make_chat_model,
 )
 from bot.agent.redact import Redactor
-from bot.agent.state import ConversationStore, InMemoryConversationStore, ThreadState, Turn
 from bot.agent.validate import validate_answer
 from bot.ask import resolve_lang
 from bot.config import Settings, load_settings
@@ -48,6 +47,7 @@ from bot.contract import Answer, LlmUse, ProbeRun, SimilarIncident
 from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
+from bot.threads import InMemoryThreadStore, ThreadState, ThreadStore, Turn
 from tools.probe.presets import PROBE_PRESETS
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.
@@ -57,11 +57,11 @@ ConfirmProbe = Callable[[dict[str, Any]], bool]
 
 
 @lru_cache(maxsize=1)
-def default_store() -> InMemoryConversationStore:
-    return InMemoryConversationStore()
+def default_store() -> InMemoryThreadStore:
+    return InMemoryThreadStore()
 
 
-def _state_for(store: ConversationStore, thread_id: str | None) -> ThreadState:
+def _state_for(store: ThreadStore, thread_id: str | None) -> ThreadState:
     found = store.get(thread_id) if thread_id else None
     return found or ThreadState(thread_id=thread_id)
 
@@ -69,7 +69,7 @@ def _state_for(store: ConversationStore, thread_id: str | None) -> ThreadState:
 def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: str | None = None,
             settings: Settings | None = None, confirm_probe: ConfirmProbe | None = None, *,
             lang: str = "both", model: BaseChatModel | None = None,
-            store: ConversationStore | None = None, nodes: NodeBackend | None = None,
+            store: ThreadStore | None = None, nodes: NodeBackend | None = None,
             on_request: Callable[[list[BaseMessage]], None] | None = None,
             analyze: Analyze | None = None,
             analysis: LazyAnalysis | None = None) -> Answer:

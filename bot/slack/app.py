@@ -60,12 +60,13 @@ def shutdown(app: App, wait: bool = True) -> None:
 
 
 def build_deps(settings: Settings, client: WebClient) -> Deps:
+    store = Store(settings.state_db)
     return Deps(
         settings=settings,
-        store=Store(settings.state_db),
+        store=store,
         authz=OncallAuthz(client, settings.oncall_usergroup, settings.oncall_users),
         limits=Limits.from_settings(settings),
-        troubleshooter=Troubleshooter(settings),
+        troubleshooter=Troubleshooter(settings, agent_store=store.threads),
         run_node=make_runner(settings),
         probe_status=make_status_reader(settings),
         files_dir=settings.data_dir / "slack-files",

@@ -14,7 +14,8 @@ from bot.slack.deps import Deps, ephemeral
 from bot.slack.files import Download, Rejected, download, human, precheck
 from bot.slack.lang import choose
 from bot.slack.progress import StatusMessage
-from bot.slack.store import LogRef, ThreadContext
+from bot.slack.store import LogRef, thread_id
+from bot.threads import ThreadState
 from bot.troubleshooter import Question
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class Conversation:
             if old_id is None or stored is None:
                 # New logs without a word: they answer the thread's last question.
                 asked = question or (ctx.questions[-1] if new and ctx.questions else "")
-                answer = self._answer(asked, refs, key, status, f"{channel}:{thread_ts}")
+                answer = self._answer(asked, refs, key, status, thread_id(channel, thread_ts))
                 answer_id = d.store.save_answer(channel, thread_ts, answer, key)
             else:
                 answer, answer_id = stored, old_id
@@ -178,7 +179,7 @@ class Conversation:
 
     def _remember(self, channel: str, thread_ts: str, question: str, answer_id: str,
                   answer: Answer, analysis_key: str | None) -> None:
-        ctx: ThreadContext = self.deps.store.context(channel, thread_ts)
+        ctx: ThreadState = self.deps.store.context(channel, thread_ts)
         ctx.last_answer_id = answer_id
         ctx.candidates = merge_candidates(ctx.candidates, answer)
         ctx.analysis_key = analysis_key
@@ -200,7 +201,7 @@ def merge_candidates(old: list[dict[str, Any]], answer: Answer, keep: int = 10
     return sorted(best.values(), key=lambda c: -float(c.get("confidence") or 0))[:keep]
 
 
-def earlier_notes(ctx: ThreadContext, answer: Answer) -> list[str]:
+def earlier_notes(ctx: ThreadState, answer: Answer) -> list[str]:
     """A follow-up whose leading cause differs from the thread's best so far says so."""
     if not ctx.candidates or not ctx.last_answer_id:
         return []

@@ -1,25 +1,24 @@
-"""SQLite state: thread context, stored answers, dedup fingerprints, feedback, audit, prefs,
-and the ids of the Slack events already received (so Slack's retries are not answered twice)."""
+"""Slack's own SQLite state: the ids of the events already received (so Slack's retries are
+not answered twice), each thread's log files (dedup fingerprints), stored answers,
+feedback, audit and language preferences. A thread's memory itself is the one
+`bot.threads.ThreadState`, in the same file (`Store.threads`)."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.contract import Answer
+from bot.threads import SqliteThreadStore, ThreadState
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS threads (
-    channel TEXT, thread_ts TEXT, context TEXT NOT NULL, updated REAL,
-    PRIMARY KEY (channel, thread_ts));
 CREATE TABLE IF NOT EXISTS fingerprints (
     channel TEXT, thread_ts TEXT, sha256 TEXT, name TEXT, path TEXT, size INTEGER, added REAL,
     PRIMARY KEY (channel, thread_ts, sha256));
@@ -36,6 +35,11 @@ CREATE TABLE IF NOT EXISTS prefs (scope TEXT PRIMARY KEY, lang TEXT);
 CREATE TABLE IF NOT EXISTS events (event_id TEXT PRIMARY KEY, received REAL);
 """
 
+def thread_id(channel: str, thread_ts: str) -> str:
+    """A Slack thread's id in the thread store (and for the Troubleshooter)."""
+    return f"{channel}:{thread_ts}"
+
+
 #: How long a received event id is remembered (Slack retries within minutes).
 EVENT_TTL_S = 24 * 3600.0
 
@@ -50,27 +54,6 @@ class LogRef:
     size: int
 
 
-@dataclass
-class ThreadContext:
-    """What a thread remembers between messages.
-
-    `analysis_key` names the set of logs (their fingerprints) whose analysis the thread's
-    answers are built on; `candidates` are every root cause proposed in the thread so far
-    (best confidence each), `questions` the people's questions, newest last.
-    """
-
-    last_answer_id: str | None = None
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    questions: list[str] = field(default_factory=list)
-    analysis_key: str | None = None
-
-    @classmethod
-    def from_json(cls, raw: str) -> ThreadContext:
-        """Tolerates fields written by other versions (unknown keys are dropped)."""
-        data = json.loads(raw)
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
 class Store:
     """A small thread-safe wrapper over one SQLite file."""
 
@@ -83,6 +66,7 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
         self._db.commit()
+        self.threads = SqliteThreadStore(self.path)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -97,6 +81,7 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        self.threads.close()
 
     def ping(self) -> bool:
         """Whether the database answers (for the health check)."""
@@ -119,23 +104,16 @@ class Store:
                 db.execute("DELETE FROM events WHERE received < ?", (now - EVENT_TTL_S,))
         return new
 
-    # Thread context.
-    def context(self, channel: str, thread_ts: str) -> ThreadContext:
-        with self._tx() as db:
-            row = db.execute("SELECT context FROM threads WHERE channel=? AND thread_ts=?",
-                             (channel, thread_ts)).fetchone()
-        return ThreadContext.from_json(row[0]) if row else ThreadContext()
+    # Thread memory (the one ThreadState, keyed "channel:thread_ts" as the Troubleshooter's).
+    def context(self, channel: str, thread_ts: str) -> ThreadState:
+        tid = thread_id(channel, thread_ts)
+        return self.threads.get(tid) or ThreadState(thread_id=tid)
 
     def has_thread(self, channel: str, thread_ts: str) -> bool:
-        with self._tx() as db:
-            return db.execute("SELECT 1 FROM threads WHERE channel=? AND thread_ts=?",
-                              (channel, thread_ts)).fetchone() is not None
+        return self.threads.get(thread_id(channel, thread_ts)) is not None
 
-    def save_context(self, channel: str, thread_ts: str, ctx: ThreadContext) -> None:
-        with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO threads VALUES (?,?,?,?)",
-                       (channel, thread_ts, json.dumps(ctx.__dict__, ensure_ascii=False),
-                        time.time()))
+    def save_context(self, channel: str, thread_ts: str, state: ThreadState) -> None:
+        self.threads.put(state.model_copy(update={"thread_id": thread_id(channel, thread_ts)}))
 
     # Dedup fingerprints (content hash of each downloaded log).
     def add_log(self, channel: str, thread_ts: str, ref: LogRef) -> bool:

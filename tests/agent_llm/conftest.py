@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.agent.state import InMemoryConversationStore
 from bot.config import Settings
+from bot.threads import InMemoryThreadStore
 from tests.agent_llm.llm_server import ScriptedLLM, tool_messages
 from tools.result import ToolResult
 
@@ -104,8 +104,8 @@ def settings_for(srv: ScriptedLLM, **kw: Any) -> Settings:
 
 
 @pytest.fixture
-def store() -> InMemoryConversationStore:
-    return InMemoryConversationStore()
+def store() -> InMemoryThreadStore:
+    return InMemoryThreadStore()
 
 
 def answer(**fields: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.agent.state import InMemoryConversationStore
+from bot.threads import InMemoryThreadStore
 from tests.agent_llm.conftest import (
     HOSTS,
     OOM_CARD,
@@ -21,7 +21,7 @@ from tests.agent_llm.llm_server import ScriptedLLM, tool_messages
 from tests.answer_json import respond
 
 
-def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryConversationStore):
+def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryThreadStore):
     srv = llm({"tool_calls": [("analyze_log", {"attachment": "train.log"}),
                               ("search_knowledge", {"query": "CUDA out of memory one rank"})]},
               {"tool_calls": [("get_card", {"id": OOM_CARD})]},
@@ -67,7 +67,7 @@ def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryCo
         assert key in out
 
 
-def test_follow_up_reuses_thread_state(llm, crash_log: Path, store: InMemoryConversationStore):
+def test_follow_up_reuses_thread_state(llm, crash_log: Path, store: InMemoryThreadStore):
     srv = llm({"tool_calls": [("analyze_log", {"attachment": "train.log"}),
                               ("search_knowledge", {"query": "CUDA OOM"})]},
               grounded_final)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from bot.agent.state import (
-    InMemoryConversationStore,
-    SqliteConversationStore,
+from bot.threads import (
+    InMemoryThreadStore,
+    SqliteThreadStore,
     ThreadState,
     Turn,
 )
@@ -36,7 +36,7 @@ def test_state_round_trips_through_json():
                     seen_cards=[OOM_CARD], placeholders={"HOST_1": "node-a"},
                     turns=[Turn(question="q", explanation="e")])
     assert ThreadState.model_validate_json(s.model_dump_json()) == s
-    store = InMemoryConversationStore(max_threads=1)
+    store = InMemoryThreadStore(max_threads=1)
     store.put(s)
     assert store.get("C1:123") == s
     store.put(ThreadState(thread_id="other"))
@@ -185,13 +185,13 @@ def test_sqlite_store_round_trips_and_survives_a_restart(tmp_path: Path):
     s = ThreadState(thread_id="C1:123", attachments={"a.log": "/tmp/a.log"},
                     seen_cards=[OOM_CARD], placeholders={"HOST_1": "node-a"},
                     log_files={"a.log": ["a.log"]}, turns=[Turn(question="q", explanation="e")])
-    store = SqliteConversationStore(db)
+    store = SqliteThreadStore(db)
     assert store.get("C1:123") is None
     store.put(s)
     store.put(ThreadState())  # no thread id: not kept
     assert store.get("C1:123") == s and len(store) == 1
     store.close()
-    reopened = SqliteConversationStore(db)  # a restart
+    reopened = SqliteThreadStore(db)  # a restart
     assert reopened.get("C1:123") == s
     s.turns.append(Turn(question="q2"))
     reopened.put(s)
@@ -199,17 +199,17 @@ def test_sqlite_store_round_trips_and_survives_a_restart(tmp_path: Path):
 
 
 def test_sqlite_store_is_bounded_and_tolerates_a_bad_row(tmp_path: Path):
-    store = SqliteConversationStore(tmp_path / "s.db", max_threads=2)
+    store = SqliteThreadStore(tmp_path / "s.db", max_threads=2)
     for i in range(4):
         store.put(ThreadState(thread_id=f"t{i}"))
     assert len(store) == 2 and store.get("t0") is None and store.get("t3") is not None
-    store._db.execute("UPDATE agent_threads SET state='{not json' WHERE thread_id='t3'")
+    store._db.execute("UPDATE thread_state SET state='{not json' WHERE thread_id='t3'")
     store._db.commit()
     assert store.get("t3") is None  # logged and started afresh, not a crash
 
 
 def test_sqlite_store_is_thread_safe(tmp_path: Path):
-    store = SqliteConversationStore(tmp_path / "s.db")
+    store = SqliteThreadStore(tmp_path / "s.db")
     errors: list[BaseException] = []
 
     def work(n: int) -> None:
@@ -237,14 +237,14 @@ def test_follow_up_after_a_restart_uses_the_sqlite_state(llm, crash_log: Path, t
                               ("search_knowledge", {"query": "CUDA OOM"})]},
               grounded_final)
     respond("What happened?", [crash_log], thread_id="C9:1", settings=settings_for(srv),
-            store=SqliteConversationStore(db))
+            store=SqliteThreadStore(db))
     rc = analysis(srv.requests[1])["root_causes"][0]
     srv.script.append(answer(explanation="Lower the batch size.",
                              root_causes=[{"category": "rank_crashed", "card": OOM_CARD,
                                            "confidence": 0.7, "evidence": rc["evidence"][:1]}],
                              citations=[OOM_CARD]))
     out = respond("And now?", thread_id="C9:1", settings=settings_for(srv),
-                  store=SqliteConversationStore(db))  # a new process, the same file
+                  store=SqliteThreadStore(db))  # a new process, the same file
     assert out["llm"]["used"] and out["llm"]["tools"] == [] and out["notes"] == []
     assert out["diagnosis"]["root_causes"][0]["evidence"]
     assert "What happened?" in str(srv.requests[-1])

@@ -136,7 +136,7 @@ def test_render_agent_explanation_and_suggested_probes() -> None:
 def test_candidates_are_merged_and_offered() -> None:
     from bot.slack.blocks import others
     from bot.slack.conversation import earlier_notes, merge_candidates
-    from bot.slack.store import ThreadContext
+    from bot.threads import ThreadState
 
     def ans(*causes: tuple[str, str, float]) -> Answer:
         return make(diagnosis={"root_causes": [{"category": c, "card": k, "confidence": p}
@@ -146,12 +146,12 @@ def test_candidates_are_merged_and_offered() -> None:
     both = merge_candidates(first, ans(("b", "kb", 0.7)))
     assert [(c["category"], c["confidence"]) for c in both] == [("b", 0.7), ("a", 0.5)]
     assert [c["category"] for c in others(both, ans(("b", "kb", 0.7)))] == ["a"]
-    ctx = ThreadContext(last_answer_id="x", candidates=first)
+    ctx = ThreadState(last_answer_id="x", candidates=first)
     assert "leading candidate was a (50%" in earlier_notes(ctx, ans(("b", "kb", 0.7)))[0]
     assert earlier_notes(ctx, ans(("a", "ka", 0.6))) == []
     other = blocks.render_other_causes(ans(("b", "kb", 0.7)), "en", both)
     assert "Also considered earlier" in json.dumps(other.blocks)
-    assert ThreadContext.from_json(json.dumps({"questions": ["q"], "future": 1})).questions == [
+    assert ThreadState.model_validate_json(json.dumps({"questions": ["q"], "future": 1})).questions == [
         "q"]
 
 
@@ -252,3 +252,22 @@ def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
         value = json.loads(actions["elements"][0]["value"])
         assert value["node"] == "gpu-node-3" and value["preset"] == preset
         assert params_for(value["tool"], value["preset"]) == PROBE_PRESETS[preset]
+
+
+def test_one_thread_memory_for_slack_and_the_agent(tmp_path: Path) -> None:
+    """Slack's conversation and the LLM agent read and write the same ThreadState."""
+    from bot.threads import SqliteThreadStore
+
+    store = Store(tmp_path / "state.sqlite3")
+    ctx = store.context("C1", "10.1")
+    ctx.questions.append("why did it hang?")
+    store.save_context("C1", "10.1", ctx)
+    agent = SqliteThreadStore(tmp_path / "state.sqlite3")  # what the Troubleshooter hands over
+    state = agent.get("C1:10.1")
+    assert state is not None and state.questions == ["why did it hang?"]
+    state.attachments["train.log"] = "/data/train.log"
+    agent.put(state)
+    again = store.context("C1", "10.1")
+    assert again.attachments == {"train.log": "/data/train.log"}
+    assert again.questions == ["why did it hang?"] and store.has_thread("C1", "10.1")
+    assert not store.has_thread("C1", "10.2")

@@ -1,8 +1,11 @@
-"""Conversation state per thread, serialisable to JSON, behind a small store interface.
+"""One thread's memory, one model and one store, whoever answers (Slack's conversation,
+the LLM agent, `ncclbot ask`).
 
 Follow-up questions in a thread reuse the attachments already analyzed, the cards
-already retrieved (which may then be cited again) and the placeholder mapping of
-the redactor, so `HOST_1` means the same host for the whole thread.
+already retrieved (which may then be cited again), the placeholder mapping of the
+redactor (so `HOST_1` means the same host for the whole thread), the questions asked and
+every root cause proposed so far. Slack keeps only what is truly Slack's elsewhere
+(events, log files, stored answers, feedback, audit, preferences: `bot.slack.store`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,17 @@ class Turn(BaseModel):
 
 
 class ThreadState(BaseModel):
-    """Everything a follow-up needs; `model_dump_json()` / `model_validate_json()` round-trip."""
+    """Everything a follow-up needs; `model_dump_json()` / `model_validate_json()` round-trip
+    (fields written by other versions are dropped)."""
 
     thread_id: str | None = None
+    # the conversation: questions (newest last), the last answer, the analysed set of logs
+    # and every root cause proposed in the thread so far (best confidence each)
+    questions: list[str] = Field(default_factory=list)
+    last_answer_id: str | None = None
+    analysis_key: str | None = None
+    candidates: list[dict[str, Any]] = Field(default_factory=list)
+    # the LLM agent's memory
     attachments: dict[str, str] = Field(default_factory=dict)  # display name -> path
     analyses: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name -> analyze_log data
     log_files: dict[str, list[str]] = Field(default_factory=dict)  # name -> files analyze_log read
@@ -47,7 +58,7 @@ class ThreadState(BaseModel):
         return {f for files in self.log_files.values() for f in files}
 
 
-class ConversationStore(Protocol):
+class ThreadStore(Protocol):
     """Where thread state lives: in memory, or SQLite so threads survive a restart."""
 
     def get(self, thread_id: str) -> ThreadState | None: ...
@@ -55,7 +66,7 @@ class ConversationStore(Protocol):
     def put(self, state: ThreadState) -> None: ...
 
 
-class InMemoryConversationStore:
+class InMemoryThreadStore:
     """A process-local store; states are kept as JSON so they behave like a persisted one."""
 
     def __init__(self, max_threads: int = 1000) -> None:
@@ -78,13 +89,13 @@ class InMemoryConversationStore:
                 self._data.pop(next(iter(self._data)))
 
 
-class SqliteConversationStore:
-    """Thread states in one SQLite file (table `agent_threads`); safe to share between
+class SqliteThreadStore:
+    """Thread states in one SQLite file (table `thread_state`); safe to share between
     threads and processes. Keeps the `max_threads` most recently used, for `ttl_s`."""
 
-    SCHEMA = """CREATE TABLE IF NOT EXISTS agent_threads (
+    SCHEMA = """CREATE TABLE IF NOT EXISTS thread_state (
         thread_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated REAL NOT NULL);
-        CREATE INDEX IF NOT EXISTS agent_threads_updated ON agent_threads(updated);"""
+        CREATE INDEX IF NOT EXISTS thread_state_updated ON thread_state(updated);"""
 
     def __init__(self, path: str | Path, max_threads: int = 10_000,
                  ttl_s: float = 30 * 86400) -> None:
@@ -101,14 +112,14 @@ class SqliteConversationStore:
 
     def get(self, thread_id: str) -> ThreadState | None:
         with self._lock:
-            row = self._db.execute("SELECT state FROM agent_threads WHERE thread_id=?",
+            row = self._db.execute("SELECT state FROM thread_state WHERE thread_id=?",
                                    (thread_id,)).fetchone()
         if row is None:
             return None
         try:
             return ThreadState.model_validate_json(row[0])
         except ValidationError as exc:
-            log.warning("agent thread %s: stored state unreadable, starting afresh (%s)",
+            log.warning("thread %s: stored state unreadable, starting afresh (%s)",
                         thread_id, str(exc)[:200])
             return None
 
@@ -118,7 +129,7 @@ class SqliteConversationStore:
         now = time.time()
         with self._lock:
             try:
-                self._db.execute("INSERT OR REPLACE INTO agent_threads VALUES (?,?,?)",
+                self._db.execute("INSERT OR REPLACE INTO thread_state VALUES (?,?,?)",
                                  (state.thread_id, state.model_dump_json(), now))
                 self._prune(now)
                 self._db.commit()
@@ -127,13 +138,13 @@ class SqliteConversationStore:
                 raise
 
     def _prune(self, now: float) -> None:
-        self._db.execute("DELETE FROM agent_threads WHERE updated < ?", (now - self.ttl_s,))
-        self._db.execute("DELETE FROM agent_threads WHERE thread_id NOT IN (SELECT thread_id "
-                         "FROM agent_threads ORDER BY updated DESC LIMIT ?)", (self.max_threads,))
+        self._db.execute("DELETE FROM thread_state WHERE updated < ?", (now - self.ttl_s,))
+        self._db.execute("DELETE FROM thread_state WHERE thread_id NOT IN (SELECT thread_id "
+                         "FROM thread_state ORDER BY updated DESC LIMIT ?)", (self.max_threads,))
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM agent_threads").fetchone()[0])
+            return int(self._db.execute("SELECT COUNT(*) FROM thread_state").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
