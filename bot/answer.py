@@ -112,6 +112,7 @@ def build_answer(
                        for p in (by_id[rc.card].probes if rc.card in by_id else [])}),
         next_steps=next_steps(diagnosis, langs) if verdict != "diagnosed" else None,
         input=report.summary() if report is not None else None,
+        lang=lang if lang in ("en", "zh", "both") else None,
     )
 
 

@@ -140,7 +140,7 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
     for rc in diagnosis.root_causes:
         if rc.category in by_cat and not diagnosis.card_scores.get(rc.card or ""):
             rc.card = by_cat[rc.category]
-    top = diagnosis.root_causes[0].score if diagnosis.root_causes else None
+    top = diagnosis.root_causes[0].confidence if diagnosis.root_causes else None
     verdict = decide_verdict(top, logs_given=report is not None,
                              log_failure=has_log or (log_diagnosis is not None
                                                      and log_diagnosis.verdict != "no_evidence"),

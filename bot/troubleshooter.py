@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bot.config import Settings
 from bot.contract import Answer
 from bot.errors import NcclbotError
+from bot.followup import FollowUp
 
 if TYPE_CHECKING:
     from bot.diagnosis.engine import Diagnosis
@@ -213,6 +214,23 @@ class Troubleshooter:
                                         else q.lang, brief=True)
         return Answer.plain("no_evidence", "No log to analyze yet.",
                             NO_LOG["en"] + "\n" + NO_LOG["zh"])
+
+    def follow_up(self, question: Question, previous: Answer) -> FollowUp:
+        """A short reply to a question asked in a thread that already has `previous`: the
+        agent's (with its thread memory) when an LLM answers, else the sentences of the
+        thread's answer and cards that address it. Never raises."""
+        from bot.followup import agent_follow_up, follow_up, question_lang
+
+        lang = question_lang(question.text)
+        try:
+            if self.uses_llm:
+                return agent_follow_up(self.answer(question), lang)
+            from bot.service import bundled_cards
+
+            return follow_up(question.text, previous, {c.id: c for c in bundled_cards()})
+        except Exception as exc:  # a failed reply is still a reply
+            log.exception("the follow-up failed")
+            return FollowUp(Answer.failure(exc).text, lang, matched=False)
 
     def warm(self) -> float:
         """Compile the log scanner and open the retrieval index, so the first question after

@@ -211,7 +211,7 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     causes.sort(key=lambda c: -c.score)
     causes = causes[:5]
 
-    verdict = decide_verdict(causes[0].score if causes else None,
+    verdict = decide_verdict(causes[0].confidence if causes else None,
                              logs_given=bool(report.sources) or not extra,
                              log_failure=report.shows_failure or len(sigs) > len(extra))
     return Diagnosis(causes, cr.suspects, cr, verdict, card_scores, neighbours=neighbours)

@@ -12,23 +12,63 @@ from bot.contract import Answer
 
 _LANG_TITLE = {"en": "Remediation", "zh": "处理步骤"}
 _VERIFY_TITLE = {"en": "Verify", "zh": "验证"}
+#: Section headings: English, or Chinese when only Chinese was asked for.
+_HEADINGS = {
+    "en": {"ranks": "Ranks", "causes": "Root causes[/] (best first)", "suspects": "Suspects",
+           "probes": "Suggested node diagnostics:", "seen": "Seen before[/] (similar past "
+           "incidents and what fixed them)", "sources": "Sources", "explanation": "Explanation"},
+    "zh": {"ranks": "各 rank 情况", "causes": "可能的根因[/]（按可能性排序）",
+           "suspects": "可疑 rank", "probes": "建议的节点诊断：",
+           "seen": "以前见过[/]（相似的历史事件及其解决办法）", "sources": "来源",
+           "explanation": "说明"},
+}
+
+
+_WORDS = {"likely": "很可能", "possible": "可能", "weak": "不确定"}
+
+
+def headline(answer: Answer) -> str:
+    """The verdict and the suspect, in the answer's language (English unless only Chinese
+    was asked for)."""
+    if answer.lang != "zh":
+        return answer.summary
+    if not answer.root_causes:
+        return "日志中没有发现故障证据。" if answer.verdict == "no_evidence" else answer.summary
+    rc = answer.root_causes[0]
+    word = "不确定"
+    if answer.verdict == "diagnosed":
+        word = _WORDS.get(rc.certainty or "weak", word)
+    title = rc.title.get("zh") or rc.category_name.get("zh") or rc.category
+    text = f"{word}：{rc.category}（{rc.confidence:.0%}）- {title}。"
+    if answer.diagnosis.suspects:
+        s = answer.diagnosis.suspects[0]
+        who = " ".join(x for x in (s.host or "", f"rank {s.rank}" if s.rank is not None else "")
+                       if x)
+        text += f" 可疑：{who}。"
+    return text
 
 
 def render_answer(answer: Answer, console: Console) -> None:
-    console.print(Panel(Text(answer.summary, style="bold"), title="ncclbot", expand=False))
+    # the headline wraps (never cut) whatever the console's soft-wrap setting
+    console.print(Panel(Text(headline(answer), style="bold", overflow="fold"), title="ncclbot",
+                        expand=False), soft_wrap=False)
+    h = _HEADINGS["zh" if answer.lang == "zh" else "en"]
     if answer.explanation:  # the LLM agent's plain-language account
-        console.print("[bold]Explanation[/]")
+        console.print(f"[bold]{h['explanation']}[/]")
         console.print(Text(answer.explanation))
     if answer.text:
         console.print(Text(answer.text))
     diag = answer.diagnosis
+    if diag.ranks:
+        console.print(f"[bold]{h['ranks']}[/]")
     for line in diag.ranks:
-        console.print(f"  [cyan]ranks[/] {escape(line)}")
+        console.print(f" - {escape(line)}")
     if diag.root_causes:
         console.print()
-        console.print("[bold]Root causes[/] (best first)")
+        console.print(f"[bold]{h['causes']}")
         for i, rc in enumerate(diag.root_causes, start=1):
-            title = rc.title.get("en") or rc.category_name.get("en", "")
+            title = (rc.title.get("en") or rc.title.get("zh") or rc.category_name.get("en")
+                     or rc.category_name.get("zh", ""))
             console.print(
                 f" {i}. [bold]{rc.category}[/] {rc.certainty or ''} "
                 f"{rc.confidence:.0%}  {escape(title)}"
@@ -40,7 +80,7 @@ def render_answer(answer: Answer, console: Console) -> None:
                 text = ev.text if len(ev.text) < 200 else ev.text[:200] + "..."
                 console.print(f"    [green]{escape(ev.file)}:{ev.line}[/]  {escape(text)}")
     if diag.suspects:
-        table = Table(title="Suspects", show_lines=False, expand=False)
+        table = Table(title=h["suspects"], show_lines=False, expand=False)
         for col in ("rank", "host", "reason"):
             table.add_column(col)
         for s in diag.suspects[:10]:
@@ -63,21 +103,21 @@ def render_answer(answer: Answer, console: Console) -> None:
             console.print(f" - {escape(step)}")
     if answer.probes:
         console.print(
-            "\n[bold]Suggested node diagnostics:[/] "
+            f"\n[bold]{h['probes']}[/] "
             + ", ".join(f"ncclbot node {p}" for p in answer.probes)
         )
     for p in answer.suggested_probes:  # proposed by the LLM agent
         console.print(f"[bold]Probe[/] {escape(p.preset)} on {escape(p.node)}: "
                       f"{escape(p.status)}" + (f" - {escape(p.reason)}" if p.reason else ""))
     if answer.similar_incidents:
-        console.print("\n[bold]Seen before[/] (similar past incidents and what fixed them)")
+        console.print(f"\n[bold]{h['seen']}")
         for inc in answer.similar_incidents:
             console.print(f" - {escape(inc.title)} [dim]({inc.category}, "
                           f"similarity {inc.score:.2f})[/]")
             console.print(f"   {inc.source}")
             console.print(f"   [dim]fix:[/] {escape(inc.resolution)}")
     if answer.citations:
-        console.print("\n[bold]Sources[/]")
+        console.print(f"\n[bold]{h['sources']}[/]")
         for c in answer.citations:
             console.print(
                 f" {escape('[' + c.card + ']')} "

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from bot.contract import Answer
-from bot.slack import blocks
+from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.files import Download, Rejected, download, human, precheck
 from bot.slack.lang import choose
@@ -73,6 +73,12 @@ class Conversation:
                 return
             refs = d.store.logs(channel, thread_ts)
             key = logs_key(refs)
+            previous = (d.store.answer(ctx.last_answer_id)
+                        if ctx.last_answer_id and question and not new else None)
+            if previous is not None and previous.root_causes:
+                self._follow_up(question, previous, refs, key, status, channel, thread_ts,
+                                ctx.last_answer_id or "", lang)
+                return
             # a mention without a word and without new logs shows the thread's answer again
             old_id = None if (new or question) else d.store.answer_for_logs(
                 channel, thread_ts, key)
@@ -89,10 +95,8 @@ class Conversation:
                 notes.append("Accepted: " + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
             notes += earlier_notes(ctx, answer)
             more = bool(blocks.others(ctx.candidates, answer))
-            rendered = blocks.render_answer(answer, lang, answer_id, notes, more_causes=more)
+            rendered = message.first_message(answer, lang, answer_id, notes, more_causes=more)
             status.finish(rendered)
-            if rendered.truncated:
-                self.attach_report(client, status.channel, thread_ts, answer)
             self._remember(channel, thread_ts, question, answer_id, answer, key if refs else None)
         except Exception:
             log.exception("answering failed")
@@ -112,6 +116,21 @@ class Conversation:
         else:
             status.update("looking for an answer…", force=True)
         return d.troubleshooter.answer(q)
+
+    def _follow_up(self, question: str, previous: Answer, refs: list[LogRef], key: str,
+                   status: StatusMessage, channel: str, thread_ts: str, answer_id: str,
+                   lang: str) -> None:
+        """A question in a thread that already has an answer: a short reply to it."""
+        d = self.deps
+        status.update("looking for an answer…", force=True)
+        q = Question(question, tuple(r.path for r in refs), thread_id(channel, thread_ts),
+                     logs_key=key if refs else None)
+        reply = d.troubleshooter.follow_up(q, previous)
+        status.finish(message.follow_up_message(reply.text, reply.lang, answer_id,
+                                                reply.cards))
+        ctx = d.store.context(channel, thread_ts)
+        ctx.questions = [*ctx.questions, question][-10:]
+        d.store.save_context(channel, thread_ts, ctx)
 
     def _nothing_new(self, status: StatusMessage, dups: list[LogRef],
                      rejected: list[Rejected], notes: list[str]) -> None:
@@ -167,15 +186,6 @@ class Conversation:
             else:
                 dups.append(d.store.seen_log(channel, thread_ts, ref.sha256) or ref)
         return new, dups, rejected
-
-    def attach_report(self, client: Any, channel: str, thread_ts: str,
-                      answer: Answer) -> None:
-        try:
-            client.files_upload_v2(channel=channel, thread_ts=thread_ts,
-                                   content=blocks.full_report(answer),
-                                   filename="ncclbot-report.md", title="ncclbot full report")
-        except Exception as exc:  # noqa: BLE001 - the shortened answer is already there
-            log.warning("could not attach the full report: %s", exc)
 
     def _remember(self, channel: str, thread_ts: str, question: str, answer_id: str,
                   answer: Answer, analysis_key: str | None) -> None:

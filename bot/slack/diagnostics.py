@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from bot.errors import NcclbotError
-from bot.slack import blocks
+from bot.slack import message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.nodes import check_target, params_for, progress_text, sizes_in
 from bot.slack.progress import StatusMessage, Ticker
@@ -53,12 +53,23 @@ class Diagnostics:
                           "wait for its result.")
         try:
             d.store.audit(user, channel, node, tool, preset, "started")
-            return self._run(client, user, channel, thread_ts, node, tool, preset, params)
+            outcome, where, files = self._run(client, user, channel, thread_ts, node, tool,
+                                              preset, params)
         finally:
             d.limits.release_node(node)
+        for f in files:  # the chart and the raw result, in the thread beside the verdict
+            try:
+                client.files_upload_v2(channel=where[0], thread_ts=where[1], content=f.content,
+                                       filename=f.filename, title=f.title)
+            except Exception as exc:  # noqa: BLE001 - the verdict is already posted
+                log.warning("could not attach %s: %s", f.filename, exc)
+        return outcome
 
     def _run(self, client: Any, user: str, channel: str, thread_ts: str | None, node: str,
-             tool: str, preset: str | None, params: dict[str, Any]) -> str:
+             tool: str, preset: str | None, params: dict[str, Any]
+             ) -> tuple[str, tuple[str, str], list[message.Attachment]]:
+        """Run and post the verdict; returns the outcome, where it was posted (channel,
+        thread) and the files to attach there."""
         d = self.deps
         what = f"{tool} {preset}" if preset else tool
         sizes = sizes_in(params) if tool == "probe" else 0
@@ -82,8 +93,9 @@ class Diagnostics:
             log.exception("node diagnostic failed")
             result, outcome = {"status": "error", "error": f"unexpected failure: {exc}"}, "error"
         d.store.audit(user, channel, node, tool, preset, outcome, str(result.get("error") or ""))
-        status.finish(blocks.tool_result(node, tool, result))
-        return outcome
+        rendered, files = message.diagnostic_message(node, tool, result)
+        status.finish(rendered)
+        return outcome, (status.channel, thread_ts or status.ts), files
 
     def _where(self, node: str, tool: str, user: str) -> str | None:
         """"step 3/8: all_reduce, 4.2 MB" from the node's agent; None if it cannot say."""

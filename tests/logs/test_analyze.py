@@ -190,3 +190,25 @@ def test_the_card_that_fired_on_the_first_failure_is_cited_first() -> None:
     assert (first["category"], first["card"]) == ("rank_crashed",
                                                  "cuda-oom-on-one-rank-others-timeout")
     assert answer["diagnosis"]["suspects"][0]["rank"] == 5
+
+
+def test_terminal_headline_wraps_and_speaks_the_asked_language() -> None:
+    """At 80 columns the headline wraps (the suspect stays visible); --lang zh gives Chinese
+    titles and headings."""
+    import io
+
+    from rich.console import Console
+
+    from bot.render.terminal import render_answer
+    from bot.service import analyze_paths as analyze
+
+    sample = str(ROOT / "examples" / "sample-8rank-oom.log")
+    out = io.StringIO()
+    render_answer(analyze([sample]), Console(file=out, width=80, soft_wrap=True))
+    head = out.getvalue().split("╰", 1)[0]
+    assert "Suspect: rank 5, gpu-node-17" in " ".join(head.replace("│", " ").split())
+    out = io.StringIO()
+    render_answer(analyze([sample], lang="zh"), Console(file=out, width=80, soft_wrap=True))
+    text = out.getvalue()
+    assert "很可能" in text and "显存" in text and "可能的根因" in text
+    assert "Root causes" not in text

@@ -238,7 +238,8 @@ def click(action_id: str, value: str, user: str, message: dict[str, Any]) -> dic
     return {"type": "block_actions", "user": {"id": user}, "team": {"id": "T1"},
             "api_app_id": "A1", "trigger_id": "trig", "channel": {"id": message["channel"]},
             "container": {"type": "message", "channel_id": message["channel"]},
-            "message": {"ts": message["ts"], "thread_ts": message.get("thread_ts")},
+            "message": {"ts": message["ts"], "thread_ts": message.get("thread_ts"),
+                        "blocks": message.get("blocks") or [], "text": message.get("text")},
             "response_url": "http://127.0.0.1:9/none",
             "actions": [{"action_id": action_id, "value": value, "type": "button",
                          "block_id": "b", "action_ts": "1"}]}

@@ -45,10 +45,22 @@ def test_probe_progress_shows_the_agents_step(slack: FakeSlack, probe_settings: 
         result = slack.wait_for(lambda: next((m for m in slack.thread("C1", "60.1")
                                               if "*probe* on" in block_text(m.get("blocks"))),
                                              None))
-    assert "success" in block_text(result["blocks"]) or "busbw" in block_text(result["blocks"])
+    from bot.slack.message import message_text
+
+    shown = message_text(result["blocks"])
+    # a verdict, a compact table, and no raw JSON in the message
+    assert "peak busbw" in shown and "```" in shown and "all_reduce" in shown
+    assert not re.search(r'[{\[]\s*"[^"]+"\s*:', shown)
+    # the busbw chart and the whole result as files in the thread
+    slack.wait_for(lambda: len(slack.of("files.completeUploadExternal")) >= 2, 30)
+    assert any(v.startswith(b"\x89PNG") for v in slack.uploads.values())
+    assert any(v.lstrip().startswith(b"{") and b"busbw_gbps" in v for v in slack.uploads.values())
     steps = [c.params.get("text", "") for c in slack.of("chat.update")]
     assert any(re.search(r"probe gloo on gpu-node07: (starting 2 rank\(s\), )?step \d/6", t)
                for t in steps), steps
+    statuses = json.dumps([c.params.get("blocks") for c in
+                           [*slack.of("chat.postMessage"), *slack.of("chat.update")]])
+    assert "<@UBOB>" in statuses and "&lt;@UBOB&gt;" not in statuses  # a mention, not text
 
 
 def test_env_command_by_member_and_unknown_node(slack: FakeSlack, probe_app: Poster) -> None:

@@ -6,14 +6,20 @@ import json
 import re
 import time
 
+from bot.slack.message import FIRST_MAX, message_text
 from tests.slack.conftest import ONCALL, Poster, block_text, click, crash_log, sign
 from tests.slack.fake_slack import FakeSlack
 
 
 def _answer(slack: FakeSlack, channel: str, thread_ts: str) -> dict:
     return slack.wait_for(lambda: next(
-        (m for m in slack.thread(channel, thread_ts) if "ncclbot_feedback_up" in block_text(
+        (m for m in slack.thread(channel, thread_ts) if "ncclbot_details" in block_text(
             m.get("blocks"))), None), timeout=90)
+
+
+def _answers(slack: FakeSlack, channel: str, thread_ts: str) -> list[dict]:
+    return [m for m in slack.thread(channel, thread_ts)
+            if "ncclbot_details" in block_text(m.get("blocks"))]
 
 
 def test_mention_with_log_gets_threaded_answer(slack: FakeSlack, http_app: Poster) -> None:
@@ -24,17 +30,33 @@ def test_mention_with_log_gets_threaded_answer(slack: FakeSlack, http_app: Poste
     assert status == 200
     answer = _answer(slack, "C1", "1699999999.000100")
     text = block_text(answer["blocks"])
-    assert "rank_crashed" in text
-    assert "Remediation" in text and "修复建议" in text
-    assert "Sources" in text and "<https://" in text
-    # a button for the suspect's node, with the diagnostic the leading cards suggest
+    shown = message_text(answer["blocks"])
+    # a short first message in one language: verdict and suspect up front, three steps
+    assert answer["blocks"][0]["type"] == "header" and len(shown) <= FIRST_MAX
+    assert "rank_crashed" in shown and "rank 2 on gpu-node07" in shown
+    assert "What to do" in shown and "建议步骤" not in shown and "Sources" not in shown
+    # buttons: details, other causes, the other language, the suspect's node, feedback
     assert re.search(r"Run (probe|env|topo|xid) on gpu-node07", text)
-    assert "Other possible causes" in text
-    assert "OutOfMemoryError" in text  # a decisive log line, as code
+    assert "Other possible causes" in text and "中文" in text
     assert slack.downloads == 1
     assert slack.of("reactions.add")
     # the status message was posted first, then replaced by the answer (one message)
     assert len(slack.thread("C1", "1699999999.000100")) == 1
+    # details on request: the evidence lines, every step, verify steps, titled sources
+    ids = {e["action_id"]: e["value"] for b in answer["blocks"] if b["type"] == "actions"
+           for e in b["elements"]}
+    http_app.action(click("ncclbot_details", ids["ncclbot_details"], "UALICE", answer))
+    details = slack.wait_call("chat.postMessage", lambda p: str(p.get("text", "")).startswith(
+        "Details"))
+    more = block_text(details["blocks"])
+    assert details["thread_ts"] == "1699999999.000100"
+    assert "OutOfMemoryError" in more and "Verify" in more and "Sources" in more
+    assert "<https://" in more and "|[1]>" not in more  # links named, not numbered
+    # the other language on request
+    http_app.action(click("ncclbot_other_language", ids["ncclbot_other_language"], "UALICE",
+                          answer))
+    zh = slack.wait_call("chat.postMessage", lambda p: "建议步骤" in block_text(p.get("blocks")))
+    assert zh["thread_ts"] == "1699999999.000100"
 
 
 def test_forged_or_stale_signature_is_rejected(slack: FakeSlack, http_app: Poster) -> None:
@@ -61,7 +83,7 @@ def test_slash_help_and_ask(slack: FakeSlack, http_app: Poster) -> None:
     # the real answer (not the status message) lands in the thread under the question
     answer = _answer(slack, "C1", posted["ts"])
     text = block_text(answer["blocks"])
-    assert "p2p_pcie_topology" in text and "Sources" in text and "<https://" in text
+    assert "p2p_pcie_topology" in text and "Details" in text
     assert "Attach the crash log" not in text  # a question alone is answered, not refused
 
 
@@ -75,15 +97,13 @@ def test_retried_event_is_answered_once(slack: FakeSlack, http_app: Poster) -> N
     assert http_app.event(event, event_id="EvRETRY1", retry=2)[0] == 200
     _answer(slack, "C1", "8.8")
     time.sleep(1.0)
-    answers = [m for m in slack.thread("C1", "8.8")
-               if "ncclbot_feedback_up" in block_text(m.get("blocks"))]
+    answers = _answers(slack, "C1", "8.8")
     assert len(answers) == 1 and len(slack.thread("C1", "8.8")) == 1
     assert slack.downloads == 1 and len(slack.of("reactions.add")) == 1
     # another event (another id) for the same thread is still answered
     http_app.event({**event, "ts": "8.9", "thread_ts": "8.8", "files": [],
                     "text": "<@UBOT> and now?"})
-    slack.wait_for(lambda: len([m for m in slack.thread("C1", "8.8") if "ncclbot_feedback_up"
-                                in block_text(m.get("blocks"))]) == 2)
+    slack.wait_for(lambda: len(_answers(slack, "C1", "8.8")) == 2)
 
 
 def test_lang_command_sets_user_and_channel_preferences(slack: FakeSlack, http_app: Poster
@@ -98,12 +118,12 @@ def test_lang_command_sets_user_and_channel_preferences(slack: FakeSlack, http_a
     http_app.event({"type": "app_mention", "user": "UALICE", "channel": "C7", "ts": "9.1",
                     "text": "<@UBOT> why did it hang?", "files": [f]})
     mine = block_text(_answer(slack, "C7", "9.1")["blocks"])
-    assert "修复建议" in mine and "Remediation" not in mine  # the user's zh beats the channel
+    assert "建议步骤" in mine and "What to do" not in mine  # the user's zh beats the channel
     g = slack.add_file("train.log", crash_log("gpu-node09"))
     http_app.event({"type": "app_mention", "user": "UCAROL", "channel": "C7", "ts": "9.2",
                     "text": "<@UBOT> 为什么卡住了？", "files": [g]})
     theirs = block_text(_answer(slack, "C7", "9.2")["blocks"])
-    assert "Remediation" in theirs and "修复建议" not in theirs  # the channel's en
+    assert "What to do" in theirs and "建议步骤" not in theirs  # the channel's en
     status, body = http_app.command("lang auto", user="UALICE")
     assert "auto" in body
 
@@ -153,7 +173,10 @@ def test_feedback_and_other_causes_buttons(slack: FakeSlack, http_app: Poster, s
                   "reason": {"text": {"type": "plain_text_input", "value": "wrong node"}}}}}}
     assert http_app.action(submit)[0] == 200
     http_app.action(click("ncclbot_feedback_up", answer_id, "UALICE", answer))
-    slack.wait_call("chat.postEphemeral", lambda p: "helpful" in p.get("text", ""))
+    # the buttons give way to a line saying it was noted
+    updated = slack.wait_call("chat.update", lambda p: "found this helpful" in block_text(
+        p.get("blocks")))
+    assert "ncclbot_feedback_up" not in block_text(updated["blocks"])
     store = Store(settings.state_db)
     slack.wait_for(lambda: store.feedback_reasons())
     assert store.feedback_report() == [("rank_crashed", store.feedback_report()[0][1], 1, 1)]

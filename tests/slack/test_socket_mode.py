@@ -56,7 +56,7 @@ def test_dm_with_gz_log_then_dedup_then_followup(slack: FakeSlack, app: App) -> 
     assert dispatch(app, dm("10.1", "训练卡住了，为什么？", [f])) == 200
     answer = final(slack, "D1", "10.1", "ncclbot_feedback_up")
     text = block_text(answer["blocks"])
-    assert "rank_crashed" in text and "修复建议" in text and "Remediation" not in text  # zh
+    assert "rank_crashed" in text and "建议步骤" in text and "What to do" not in text  # zh
 
     # the same content again in the thread, under another name: not analyzed twice
     again = slack.add_file("copy.log.gz", gzip.compress(crash_log()))
@@ -66,18 +66,19 @@ def test_dm_with_gz_log_then_dedup_then_followup(slack: FakeSlack, app: App) -> 
     assert len([m for m in slack.thread("D1", "10.1") if "ncclbot_feedback_up" in
                 block_text(m.get("blocks"))]) == 1
 
-    # a follow-up question keeps the thread's logs
+    # a follow-up question gets a short reply from the thread's answer
     dispatch(app, dm("10.3", "and what should I check first?", thread_ts="10.1"))
-    slack.wait_for(lambda: len([m for m in slack.thread("D1", "10.1") if "rank_crashed" in
-                                block_text(m.get("blocks"))]) >= 2)
+    slack.wait_for(lambda: [m for m in slack.thread("D1", "10.1") if "ncclbot_followup" in
+                            block_text(m.get("blocks"))])
 
 
 def test_a_question_without_a_log_is_answered_from_the_question(slack: FakeSlack,
                                                                app: App) -> None:
+    from bot.slack.message import message_text
+
     dispatch(app, dm("12.1", "NCCL hangs at init inside docker, unhandled system error"))
-    answer = final(slack, "D1", "12.1", "ncclbot_feedback_up")
-    first = next(b["text"]["text"] for b in answer["blocks"] if b["type"] == "section")
-    assert "shm_ipc_container" in first
+    answer = final(slack, "D1", "12.1", "ncclbot_details")
+    assert "`shm_ipc_container`" in message_text(answer["blocks"])
 
 
 def test_rejected_files_get_a_clear_message(slack: FakeSlack, app: App, settings) -> None:
@@ -105,20 +106,30 @@ def test_mention_in_thread_is_not_answered_twice(slack: FakeSlack, app: App) -> 
     assert slack.downloads == 1
 
 
-def test_long_answer_is_truncated_and_full_report_attached(slack: FakeSlack, make_app) -> None:
+def test_long_answer_is_short_first_and_its_details_come_with_the_full_report(
+        slack: FakeSlack, make_app) -> None:
+    from bot.slack.message import FIRST_MAX, message_text
+    from tests.slack.conftest import click, script_answers
+
     long_answer = {"verdict": "diagnosed", "summary": "S", "probes": [],
                    "diagnosis": {"root_causes": [{"category": "rank_crashed", "card": "c",
-                                                  "confidence": 0.9, "evidence": []}],
+                                                  "confidence": 0.9, "evidence": [],
+                                                  "certainty": "likely"}],
                                  "suspects": []},
                    "remediation": {"en": ["step " + "x" * 500] * 40, "zh": ["步骤"] * 3},
                    "citations": []}
-    from tests.slack.conftest import script_answers
-
     app, _ = make_app(tweak=lambda deps: script_answers(deps, long_answer))
     dispatch(app, dm("40.1", "why"))
-    msg = final(slack, "D1", "40.1", "full report is attached")
-    assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in msg["blocks"])
-    assert len(msg["blocks"]) <= 50
+    msg = final(slack, "D1", "40.1", "ncclbot_details")
+    assert len(message_text(msg["blocks"])) <= FIRST_MAX
+    details_id = next(e["value"] for b in msg["blocks"] if b["type"] == "actions"
+                      for e in b["elements"] if e["action_id"] == "ncclbot_details")
+    app.dispatch(BoltRequest(body=click("ncclbot_details", details_id, "UALICE",
+                                        {**msg, "thread_ts": "40.1"}), mode="socket_mode"))
+    details = slack.wait_call("chat.postMessage", lambda p: "full report is attached" in
+                              block_text(p.get("blocks")))
+    assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in details["blocks"])
+    assert len(details["blocks"]) <= 50
     done = slack.wait_call("files.completeUploadExternal")
     assert done.get("thread_ts") == "40.1"
     assert any(b"step xxx" in v for v in slack.uploads.values())
@@ -153,18 +164,17 @@ def test_followup_reuses_the_thread_analysis(slack: FakeSlack, make_app) -> None
     final(slack, "D1", "60.1", "ncclbot_feedback_up")
     assert deps.troubleshooter.analyses.analyze.calls == 1
     dispatch(app, dm("60.2", "what should I check first?", thread_ts="60.1"))
-    slack.wait_for(lambda: len(answers_in(slack, "D1", "60.1")) == 2)
-    followup = block_text(answers_in(slack, "D1", "60.1")[1]["blocks"])
-    assert "rank_crashed" in followup and "OutOfMemoryError" in followup  # the log's evidence
+    reply = final(slack, "D1", "60.1", "ncclbot_followup")
     assert deps.troubleshooter.analyses.analyze.calls == 1  # not analyzed again
     ctx = slack.wait_for(lambda: (c := deps.store.context("D1", "60.1")).questions[1:] and c)
     assert ctx.analysis_key and ctx.questions == ["why did it hang?",
                                                   "what should I check first?"]
     assert ctx.candidates[0]["category"] == "rank_crashed"
+    assert "ncclbot_details" in block_text(reply["blocks"])  # the report, on request
     # a new log is a new set of logs: analyzed once more, with the first
     g = slack.add_file("rank1.log", crash_log("gpu-node09"))
     dispatch(app, dm("60.3", "", [g], thread_ts="60.1"))
-    slack.wait_for(lambda: len(answers_in(slack, "D1", "60.1")) == 3)
+    slack.wait_for(lambda: len(answers_in(slack, "D1", "60.1")) == 2)
     assert deps.troubleshooter.analyses.analyze.calls == 2
 
 
@@ -179,11 +189,10 @@ def scripted_answer(*causes: dict[str, Any]) -> dict[str, Any]:
             "remediation": {}, "citations": [], "probes": []}
 
 
-def test_followups_keep_the_thread_candidates(slack: FakeSlack, make_app) -> None:
+def test_new_logs_keep_the_thread_candidates(slack: FakeSlack, make_app) -> None:
     from tests.slack.conftest import script_answers
 
     answers = (scripted_answer(cause("rank_crashed", "cuda-oom", 0.8)),
-               scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)),
                scripted_answer(cause("timeout_too_short", "short-timeout", 0.6)))
     scripts = []
     app, deps = make_app(tweak=lambda d: (_counting(d),
@@ -192,15 +201,18 @@ def test_followups_keep_the_thread_candidates(slack: FakeSlack, make_app) -> Non
     f = slack.add_file("rank0.log", crash_log())
     dispatch(app, dm("70.1", "why did it hang?", [f]))
     final(slack, "D1", "70.1", "ncclbot_feedback_up")
-    dispatch(app, dm("70.2", "could the timeout be too short?", thread_ts="70.1"))
+    # a log posted without a word answers the thread's last question, over both logs
+    g = slack.add_file("rank1.log", crash_log("gpu-node09"))
+    dispatch(app, dm("70.2", "", [g], thread_ts="70.1"))
     slack.wait_for(lambda: len(answers_in(slack, "D1", "70.1")) == 2)
+    assert script.requests[1].text == "why did it hang?"
+    assert len(script.requests[1].logs) == 2
     second = answers_in(slack, "D1", "70.1")[1]
     text = block_text(second["blocks"])
     # one cause in this answer, but the thread had another: it is offered and named
     assert "ncclbot_other_causes" in text
     assert "leading candidate was rank_crashed (80%" in text
-    assert deps.troubleshooter.analyses.analyze.calls == 1
-    assert script.requests[1].logs == script.requests[0].logs  # the thread's logs
+    assert deps.troubleshooter.analyses.analyze.calls == 2
 
     from tests.slack.conftest import click
 
@@ -215,12 +227,29 @@ def test_followups_keep_the_thread_candidates(slack: FakeSlack, make_app) -> Non
     assert "Also considered earlier in this thread" in block_text(other["blocks"])
     assert "title of cuda-oom" in block_text(other["blocks"])
 
-    # a log posted without a word answers the thread's last question
-    g = slack.add_file("rank1.log", crash_log("gpu-node09"))
-    dispatch(app, dm("70.3", "", [g], thread_ts="70.1"))
-    slack.wait_for(lambda: len(script.requests) == 3)
-    assert script.requests[2].text == "could the timeout be too short?"
-    assert len(script.requests[2].logs) == 2
+
+def test_followup_questions_get_short_answers_to_what_was_asked(slack: FakeSlack,
+                                                                 app: App) -> None:
+    """The two follow-ups of issue 17, on the bundled OOM sample."""
+    from bot.slack.message import FOLLOW_UP_MAX, message_text
+    from tests.conftest import ROOT
+
+    f = slack.add_file("train.log", (ROOT / "examples" / "sample-8rank-oom.log").read_bytes())
+    dispatch(app, dm("80.1", "why did it crash?", [f]))
+    final(slack, "D1", "80.1", "ncclbot_feedback_up")
+    dispatch(app, dm("80.2", "Is it enough to set PYTORCH_CUDA_ALLOC_CONF="
+                     "expandable_segments:True or do I need to lower the batch size?",
+                     thread_ts="80.1"))
+    en = final(slack, "D1", "80.1", "ncclbot_followup")
+    text = message_text(en["blocks"])
+    assert len(text) <= FOLLOW_UP_MAX + 200  # the reply, and the line naming its card
+    assert "expandable_segments" in text and "batch size" in text
+    dispatch(app, dm("80.3", "rank 5 为什么会比其他 rank 多用显存？", thread_ts="80.1"))
+    zh = slack.wait_for(lambda: [m for m in slack.thread("D1", "80.1")
+                                 if "ncclbot_followup" in block_text(m.get("blocks"))
+                                 and "显存" in block_text(m.get("blocks"))])[0]
+    text = message_text(zh["blocks"])
+    assert "rank 5" in text and "显存" in text and len(text) <= FOLLOW_UP_MAX + 200
 
 
 def test_zip_and_several_files_at_once(slack: FakeSlack, app: App, tmp_path) -> None:

@@ -41,13 +41,22 @@ def test_rate_limits() -> None:
 
 
 def test_render_respects_slack_limits() -> None:
-    answer = make(summary="x" * 5000, diagnosis={"root_causes": [], "suspects": []},
-               remediation={"en": [f"step {i}" for i in range(200)]}, citations=[],
-               notes=[f"n{i}" for i in range(100)])
-    r = blocks.render_answer(answer, "both", "a1")
+    from bot.slack.message import FIRST_MAX, details_message, first_message, message_text
+
+    answer = make(summary="x" * 5000, diagnosis={"root_causes": [
+        {"category": "rank_crashed", "card": "c", "confidence": 0.9, "certainty": "likely",
+         "title": {"en": "t" * 400}}], "suspects": []},
+                  remediation={"en": [f"step {i} " + "y" * 300 for i in range(200)]},
+                  citations=[], notes=[f"n{i}" for i in range(100)],
+                  similar_incidents=[{"source": "https://github.com/a/b/issues/1",
+                                      "title": "z" * 500, "category": "rank_crashed",
+                                      "resolution": "r" * 900, "score": 0.5}])
+    first = first_message(answer, "both", "a1")
+    assert len(message_text(first.blocks)) <= FIRST_MAX
+    assert len(first.blocks[0]["text"]["text"]) <= 150 and first.blocks[-1]["type"] == "actions"
+    r = details_message(answer, "both")
     assert r.truncated and len(r.blocks) <= 50
     assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in r.blocks)
-    assert r.blocks[-1]["type"] == "actions"
 
 
 def test_feedback_report_cli(tmp_path: Path, monkeypatch) -> None:
@@ -119,18 +128,25 @@ def test_usergroup_members_are_cached_for_the_ttl() -> None:
 
 
 def test_render_agent_explanation_and_suggested_probes() -> None:
+    from bot.slack.message import details_message, first_message
+
     answer = make(summary="S", explanation="Rank 2 ran out of memory <first>.",
-               diagnosis={"root_causes": [], "suspects": [{"host": "n1", "rank": 0}]},
-               suggested_probes=[{"node": "n2", "preset": "gloo", "reason": "ring",
-                                  "status": "proposed"},
-                                 {"node": "n3", "preset": "quick", "status": "declined"}])
-    r = blocks.render_answer(answer, "both", "a1")
-    assert r.blocks[1]["text"]["text"] == "Rank 2 ran out of memory &lt;first&gt;."
+                  diagnosis={"root_causes": [{"category": "rank_crashed", "card": "c",
+                                              "confidence": 0.8}],
+                             "suspects": [{"host": "n1", "rank": 0}]},
+                  probes=["topo"],
+                  suggested_probes=[{"node": "n2", "preset": "gloo", "reason": "ring",
+                                     "status": "proposed"},
+                                    {"node": "n3", "preset": "quick", "status": "declined"}])
+    r = first_message(answer, "both", "a1")
+    sections = [b["text"]["text"] for b in r.blocks if b["type"] == "section"]
+    assert "Rank 2 ran out of memory &lt;first&gt;." in sections
     buttons = [e for e in r.blocks[-1]["elements"] if e["action_id"].startswith("ncclbot_probe")]
-    assert [b["text"]["text"] for b in buttons] == ["Run probe gloo on n2", "Run probe on n1"]
+    # the agent's proposal, then the leading card's diagnostic on the suspect's node
+    assert [b["text"]["text"] for b in buttons] == ["Run probe gloo on n2", "Run topo on n1"]
     assert json.loads(buttons[0]["value"]) == {"node": "n2", "tool": "probe", "preset": "gloo",
                                                "a": "a1"}
-    assert "`probe gloo` on `n2`: ring" in json.dumps(r.blocks)
+    assert "`probe gloo` on `n2`: ring" in json.dumps(details_message(answer).blocks)
 
 
 def test_candidates_are_merged_and_offered() -> None:
@@ -224,23 +240,25 @@ def test_probe_progress_text_is_only_for_the_askers_running_probe() -> None:
 
 
 def test_seen_before_lists_linked_past_incidents_with_their_fix() -> None:
+    from bot.slack.message import details_message, first_message
+
     answer = make(summary="Most likely: shm_ipc_container", verdict="diagnosed",
-               diagnosis={"root_causes": []},
-               similar_incidents=[{"source": "https://github.com/NVIDIA/nccl/issues/473",
-                                   "title": "unhandled system error in docker <b>",
-                                   "category": "shm_ipc_container",
-                                   "resolution": "Started the container with --ipc=host.",
-                                   "score": 0.61}])
-    text = blocks.seen_before_text(answer)
-    assert text.startswith("*Seen before*")
-    assert "<https://github.com/NVIDIA/nccl/issues/473|" in text and "--ipc=host" in text
-    assert "<b>" not in text  # escaped
-    rendered = json.dumps(blocks.render_answer(answer, "en").blocks)
-    assert "Seen before" in rendered
-    assert blocks.seen_before_text(make(similar_incidents=[])) == ""
+                  diagnosis={"root_causes": [{"category": "shm_ipc_container", "card": "c",
+                                              "confidence": 0.7}]},
+                  similar_incidents=[{"source": "https://github.com/NVIDIA/nccl/issues/473",
+                                      "title": "unhandled system error in docker <b>",
+                                      "category": "shm_ipc_container",
+                                      "resolution": "Started the container with --ipc=host.",
+                                      "score": 0.61}])
+    for rendered in (first_message(answer, "en", "a1"), details_message(answer, "en")):
+        text = json.dumps(rendered.blocks)
+        assert "Seen before" in text and "<https://github.com/NVIDIA/nccl/issues/473|" in text
+        assert "--ipc=host" in text and "<b>" not in text  # escaped
+    assert "Seen before" not in json.dumps(first_message(make(), "en", "a1").blocks)
 
 
 def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
+    from bot.slack.message import first_buttons
     from bot.slack.nodes import params_for
     from tools.probe.presets import PROBE_PRESETS
 
@@ -248,8 +266,9 @@ def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
         answer = make(diagnosis={"root_causes": []},
                    suggested_probes=[{"node": "gpu-node-3", "preset": preset,
                                       "status": "proposed"}])
-        actions = blocks.answer_buttons(answer, "a1")
-        value = json.loads(actions["elements"][0]["value"])
+        actions = first_buttons(answer, "a1", "en", False)
+        value = json.loads(next(e["value"] for e in actions["elements"]
+                                if e["action_id"].startswith("ncclbot_probe")))
         assert value["node"] == "gpu-node-3" and value["preset"] == preset
         assert params_for(value["tool"], value["preset"]) == PROBE_PRESETS[preset]
 
@@ -271,3 +290,32 @@ def test_one_thread_memory_for_slack_and_the_agent(tmp_path: Path) -> None:
     assert again.attachments == {"train.log": "/data/train.log"}
     assert again.questions == ["why did it hang?"] and store.has_thread("C1", "10.1")
     assert not store.has_thread("C1", "10.2")
+
+
+def test_first_messages_of_real_answers_stay_within_the_limits() -> None:
+    """Every first message, rendered as Slack shows it: at most 800 characters of text and
+    50 blocks, no section over 3,000 characters, no raw JSON, one language."""
+    import re
+
+    from bot.knowledge.incidents import load_incidents
+    from bot.logs.sources import text_source
+    from bot.service import analyze_sources, answer_from_analysis, bundled_cards
+    from bot.slack.message import FIRST_MAX, first_message, message_text
+
+    cjk = re.compile(r"[\u4e00-\u9fff]")
+    cards = list(bundled_cards())
+    incidents = load_incidents()[::12]
+    assert len(incidents) >= 10
+    for inc in incidents:
+        report, diagnosis = analyze_sources([text_source("job.log", inc.log)], None, cards)
+        answer = answer_from_analysis(report, diagnosis, cards, "both")
+        for lang in ("en", "zh", "both"):
+            r = first_message(answer, lang, "a1", ["Accepted: job.log (12 KiB)"])
+            text = message_text(r.blocks)
+            assert len(text) <= FIRST_MAX and len(r.blocks) <= 50, (inc.id, lang, len(text))
+            assert all(len(b.get("text", {}).get("text", "")) <= 3000 for b in r.blocks)
+            assert not re.search(r'[{\[]\s*"[^"]+"\s*:', text), (inc.id, text)  # no JSON
+            if lang != "zh":
+                assert not cjk.search(text), (inc.id, text)  # English only
+            elif answer.root_causes:
+                assert cjk.search(r.blocks[0]["text"]["text"]), inc.id  # a Chinese headline

@@ -1,4 +1,5 @@
-"""Buttons on an answer: run a probe, other causes, feedback (with an optional reason)."""
+"""Buttons on an answer: details, the other language, other causes, run a probe, feedback
+(with an optional reason; the buttons then say it was noted)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 import re
 from typing import Any
 
-from bot.slack import blocks
+from bot.contract import Lang
+from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.diagnostics import Diagnostics
 from bot.slack.lang import choose
@@ -45,17 +47,73 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
         client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
                                 blocks=r.blocks)
 
+    def details(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
+        user, channel, thread_ts = _where(body)
+        answer = deps.store.answer(action.get("value", ""))
+        if answer is None:
+            ephemeral(client, channel, user, "I no longer have that answer; ask again.")
+            return
+        lang = choose(*deps.lang_prefs(user, channel), "")
+        r = message.details_message(answer, lang)
+        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
+                                blocks=r.blocks)
+        if r.truncated:  # the whole answer as a file beside the shortened details
+            try:
+                client.files_upload_v2(channel=channel, thread_ts=thread_ts,
+                                       content=blocks.full_report(answer),
+                                       filename="ncclbot-report.md", title="ncclbot full report")
+            except Exception:  # noqa: BLE001 - the shortened details are already there
+                pass
+
+    def other_language(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
+        user, channel, thread_ts = _where(body)
+        try:
+            v = json.loads(action.get("value") or "{}")
+            answer_id = str(v["a"])
+            lang: Lang = "zh" if v.get("lang") == "zh" else "en"
+        except (ValueError, KeyError, TypeError):
+            ephemeral(client, channel, user, "That button is malformed; ask again.")
+            return
+        answer = deps.store.answer(answer_id)
+        if answer is None:
+            ephemeral(client, channel, user, "I no longer have that answer; ask again.")
+            return
+        r = message.other_language_message(answer, lang)
+        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
+                                blocks=r.blocks)
+
+    def noted(body: dict[str, Any], client: Any, text: str) -> None:
+        """The answer's feedback buttons give way to a line saying who found it (un)helpful."""
+        msg = body.get("message") or {}
+        if not msg.get("ts"):
+            return
+        kept = []
+        for b in msg.get("blocks") or []:
+            if b.get("type") == "actions":
+                b = {**b, "elements": [e for e in b.get("elements", []) if e.get("action_id")
+                                       not in (blocks.ACTION_UP, blocks.ACTION_DOWN)]}
+                if not b["elements"]:
+                    continue
+            kept.append(b)
+        kept.append(blocks.context(text))
+        try:
+            client.chat_update(channel=_where(body)[1], ts=msg["ts"], blocks=kept,
+                               text=msg.get("text") or "ncclbot answer")
+        except Exception:  # noqa: BLE001 - cosmetic: the feedback is stored
+            pass
+
     def helpful(ack: Any, body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
         ack()
-        user, channel, thread_ts = _where(body)
+        user = _where(body)[0]
         deps.store.add_feedback(action.get("value", ""), user, True)
-        ephemeral(client, channel, user, "Thanks, noted as helpful.", thread_ts=thread_ts)
+        noted(body, client, f"👍 <@{user}> found this helpful. Thanks!")
 
     def not_helpful(ack: Any, body: dict[str, Any], action: dict[str, Any],
                     client: Any) -> None:
         ack()
         user, channel, thread_ts = _where(body)
         deps.store.add_feedback(action.get("value", ""), user, False)
+        noted(body, client, f"👎 <@{user}> found this not helpful. Thanks, it is noted.")
         client.views_open(trigger_id=body["trigger_id"],
                           view=blocks.reason_modal(action.get("value", ""), channel,
                                                    thread_ts or ""))
@@ -69,6 +127,8 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
 
     app.action(re.compile(f"^{blocks.ACTION_PROBE}"))(ack=ack_only, lazy=[probe])
     app.action(blocks.ACTION_OTHER)(ack=ack_only, lazy=[other])
+    app.action(message.ACTION_DETAILS)(ack=ack_only, lazy=[details])
+    app.action(message.ACTION_LANG)(ack=ack_only, lazy=[other_language])
     app.action(blocks.ACTION_UP)(helpful)
     app.action(blocks.ACTION_DOWN)(not_helpful)
     app.view(blocks.VIEW_REASON)(reason)

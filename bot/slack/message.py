@@ -1,0 +1,471 @@
+"""What an answer looks like in Slack (pure: an `Answer` in, Block Kit out).
+
+Read at 3 a.m. in a 460 px thread pane, so the first message is short and in the reader's
+language: a header with the verdict in plain words, the suspect, the top three steps,
+"seen before" as one linked title, a context line and buttons tied to the finding
+(at most `FIRST_MAX` characters of text). Everything else is posted in the thread only
+when asked for: the details (evidence lines, suspects, every step, verify steps, sources
+with their titles), the other language, the other possible causes. A question asked in a
+thread that already has an answer gets a short reply to that question (`follow_up`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.contract import Answer, Lang, RootCauseOut
+from bot.slack.blocks import (
+    ACTION_DOWN,
+    ACTION_OTHER,
+    ACTION_PROBE,
+    ACTION_UP,
+    MAX_LINE,
+    Rendered,
+    assemble,
+    button,
+    clip,
+    code,
+    context,
+    esc,
+    others,
+    proposed_probes,
+    suggested_text,
+)
+from tools.units import format_size
+
+#: The first message's text (header, sections, context), in characters.
+FIRST_MAX = 800
+#: A follow-up reply's text, in characters.
+FOLLOW_UP_MAX = 600
+HEADER_MAX = 150
+ACTION_DETAILS = "ncclbot_details"
+ACTION_LANG = "ncclbot_other_language"
+
+WORDS: dict[str, dict[str, str]] = {
+    "en": {"likely": "Likely", "possible": "Possibly", "weak": "Unclear",
+           "unknown": "Unclear", "suspect": "Suspect", "on": "on", "steps": "What to do",
+           "seen": "Seen before", "fix": "fixed by", "details": "Details",
+           "other": "Other possible causes", "switch": "中文", "no_evidence":
+           "No failure evidence found in the log.", "error": "I could not answer that.",
+           "more": "Evidence, all steps, verify steps and sources: *Details*.",
+           "evidence": "Evidence", "verify": "Verify", "sources": "Sources",
+           "suspects": "Suspects", "ranks": "Ranks", "next": "What would help",
+           "steps_all": "Steps", "confidence": "confidence", "helpful": "👍 Helpful",
+           "not_helpful": "👎 Not helpful", "from": "From the thread's answer",
+           "no_match": "I found nothing in this thread's answer about that. Attach more logs, "
+                       "or ask about its steps, its cause or how to verify the fix."},
+    "zh": {"likely": "很可能", "possible": "可能", "weak": "不确定", "unknown": "不确定",
+           "suspect": "可疑", "on": "上的", "steps": "建议步骤", "seen": "以前见过",
+           "fix": "解决办法", "details": "详情", "other": "其他可能原因",
+           "switch": "English", "no_evidence": "日志中没有发现故障证据。",
+           "error": "无法回答这个问题。", "more": "证据、全部步骤、验证方法和来源：点 *详情*。",
+           "evidence": "证据", "verify": "验证", "sources": "来源", "suspects": "可疑 rank",
+           "ranks": "各 rank 情况", "next": "还需要的信息", "steps_all": "步骤",
+           "confidence": "置信度", "helpful": "👍 有帮助", "not_helpful": "👎 没帮助",
+           "from": "根据本线程的分析",
+           "no_match": "本线程的分析里没有找到相关内容。可以再附上日志，或者问它的步骤、原因、"
+                       "如何验证。"},
+}
+
+
+def primary(lang: str) -> Lang:
+    """The reader's language: Chinese when chosen, English otherwise (both: English first)."""
+    return "zh" if lang == "zh" else "en"
+
+
+def other(lang: Lang) -> Lang:
+    return "en" if lang == "zh" else "zh"
+
+
+def _pick(texts: dict[Lang, str], lg: Lang) -> str:
+    d: dict[str, str] = {str(k): v for k, v in texts.items()}
+    return d.get(lg) or d.get("en") or d.get("zh") or ""
+
+
+def _steps(per_lang: dict[Lang, list[str]] | None, lg: Lang) -> list[str]:
+    d: dict[str, list[str]] = {str(k): v for k, v in (per_lang or {}).items()}
+    return [slack_wording(s) for s in d.get(lg) or d.get("en") or []]
+
+
+_CLI_NODE = re.compile(r"`ncclbot node (topo|env|probe|xid)(?: --node [\w.-]+)?`")
+_CLI_LOG = re.compile(r"\s*[(（]`--log FILE`[)）]")
+
+
+def slack_wording(text: str) -> str:
+    """Steps written for the terminal, said the Slack way: the slash command instead of
+    `ncclbot node ...`, attaching to the thread instead of `--log FILE`."""
+    return _CLI_NODE.sub(r"`/nccl \1 NODE`", _CLI_LOG.sub("", text))
+
+
+def cause_title(rc: RootCauseOut, lg: Lang) -> str:
+    return _pick(rc.title, lg) or _pick(rc.category_name, lg) or rc.category
+
+
+def headline(answer: Answer, lg: Lang) -> str:
+    """The verdict in plain words (the header and the notification text)."""
+    w = WORDS[lg]
+    if answer.verdict == "error":
+        return w["error"] if lg == "zh" else answer.summary or w["error"]
+    if not answer.root_causes:
+        return w["no_evidence"] if answer.verdict == "no_evidence" else answer.summary
+    rc = answer.root_causes[0]
+    word = w[rc.certainty or "weak"] if answer.verdict == "diagnosed" else w["unknown"]
+    sep = "：" if lg == "zh" else ": "
+    return clip(f"{word}{sep}{cause_title(rc, lg)}", HEADER_MAX)[0].replace("\n…", "…")
+
+
+def short_reason(reason: str) -> str:
+    """The part of a suspect's reason that says what happened (e.g. 'failed first: oom')."""
+    parts = [p.strip() for p in reason.split(";") if p.strip()]
+    best = next((p for p in parts if p.startswith("failed first")), parts[0] if parts else "")
+    return best[:90]
+
+
+def suspect_line(answer: Answer, lg: Lang) -> str:
+    if not answer.diagnosis.suspects:
+        return ""
+    s = answer.diagnosis.suspects[0]
+    w = WORDS[lg]
+    who_rank = f"rank {s.rank}" if s.rank is not None else ""
+    if lg == "zh":
+        who = f"{s.host} 上的 {who_rank}" if s.host and who_rank else (s.host or who_rank)
+        why = f"（{esc(short_reason(s.reason))}）" if s.reason else ""
+    else:
+        who = " on ".join(x for x in (who_rank, s.host or "") if x)
+        why = f" ({esc(short_reason(s.reason))})" if s.reason else ""
+    return f"*{w['suspect']}*{'：' if lg == 'zh' else ': '}{esc(who or '?')}{why}"
+
+
+def _budgeted_steps(steps: Sequence[str], budget: int) -> str:
+    """Numbered steps, each cut so that all of them fit in `budget` characters."""
+    if not steps or budget <= 40:
+        return ""
+    per = max(60, budget // len(steps) - 4)
+    lines = []
+    for i, s in enumerate(steps, 1):
+        text = s if len(s) <= per else s[: per - 1].rstrip() + "…"
+        lines.append(f"{i}. {esc(text)}")
+    return "\n".join(lines)
+
+
+def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
+    if not answer.similar_incidents or budget < 60:
+        return ""
+    inc = answer.similar_incidents[0]
+    title = esc(inc.title)[: max(20, budget // 2)]
+    line = f"*{WORDS[lg]['seen']}*: <{inc.source}|{title}>"
+    left = budget - len(title) - len(WORDS[lg]["seen"]) - 8
+    if left > 30:
+        fix = inc.resolution if len(inc.resolution) <= left else inc.resolution[:left - 1] + "…"
+        line += f" — {esc(fix)}"
+    return line
+
+
+def _text_len(blocks: Sequence[dict[str, Any]]) -> int:
+    return len(message_text(blocks))
+
+
+def message_text(blocks: Sequence[dict[str, Any]]) -> str:
+    """What a reader sees of the blocks, as text (header, sections, context; not buttons)."""
+    out = []
+    for b in blocks:
+        if b["type"] in ("header", "section"):
+            out.append(b["text"]["text"])
+        elif b["type"] == "context":
+            out += [e.get("text", "") for e in b["elements"]]
+    return "\n".join(out)
+
+
+def first_message(answer: Answer, lang: str = "both", answer_id: str = "",
+                  notes: Sequence[str] = (), more_causes: bool = False) -> Rendered:
+    """The answer's first message: at most `FIRST_MAX` characters of text, one language."""
+    lg = primary(lang)
+    w = WORDS[lg]
+    head = headline(answer, lg)
+    blocks: list[dict[str, Any]] = [{"type": "header",
+                                     "text": {"type": "plain_text", "text": head,
+                                              "emoji": True}}]
+    parts: list[str] = []
+    if sus := suspect_line(answer, lg):
+        parts.append(sus)
+    explanation = (answer.explanation or answer.text).strip()
+    if explanation:
+        parts.append(esc(explanation[:300] + ("…" if len(explanation) > 300 else "")))
+    rc = answer.root_causes[0] if answer.root_causes else None
+    foot = []
+    if rc is not None:
+        foot.append(f"`{rc.category}` · {w[rc.certainty or 'weak']} "
+                    f"({w['confidence']} {rc.confidence:.0%})")
+    if answer.verdict not in ("error",) and (answer.root_causes or answer.next_steps):
+        foot.append(w["more"])
+    foot += [esc(n)[:160] for n in [*notes, *answer.notes][:2]]
+    foot_text = "\n".join(foot)
+    used = len(head) + sum(len(p) for p in parts) + len(foot_text) + 10
+    steps = _steps(answer.remediation, lg)[:3] or _steps(answer.next_steps, lg)[:3]
+    seen_budget = min(220, FIRST_MAX - used - 200) if answer.similar_incidents else 0
+    if steps:
+        body = _budgeted_steps(steps, FIRST_MAX - used - max(seen_budget, 0)
+                               - len(w["steps"]) - 6)
+        if body:
+            parts.append(f"*{w['steps']}*\n{body}")
+    used = len(head) + sum(len(p) + 1 for p in parts) + len(foot_text) + 4
+    if seen := _seen_before(answer, lg, FIRST_MAX - used - 2):
+        parts.append(seen)
+    over = len(head) + sum(len(p) + 1 for p in parts) + len(foot_text) + 1 - FIRST_MAX
+    while over > 0 and parts:  # the estimate was short: cut the longest part to fit
+        i = max(range(len(parts)), key=lambda k: len(parts[k]))
+        keep = max(0, len(parts[i]) - over - 1)
+        over -= len(parts[i]) - keep - (1 if keep else 0)
+        parts[i] = parts[i][:keep].rstrip() + "…" if keep > 20 else ""
+        parts = [p for p in parts if p]
+    for p in parts:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": p}})
+    if foot_text:
+        blocks.append(context(foot_text))
+    if answer_id:
+        blocks.append(first_buttons(answer, answer_id, lg, more_causes))
+    return Rendered(blocks, head)
+
+
+def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
+                  ) -> dict[str, Any]:
+    """Details, other causes, the other language, diagnostics the finding calls for, and
+    feedback (only on an answer that names a cause)."""
+    w = WORDS[lg]
+    elements = []
+    has_cause = bool(answer.root_causes)
+    if has_cause or answer.next_steps:
+        elements.append(button(w["details"], ACTION_DETAILS, answer_id, "primary"))
+    if more_causes or len(answer.root_causes) > 1:
+        elements.append(button(w["other"], ACTION_OTHER, answer_id))
+    if has_cause:
+        elements.append(button(w["switch"], ACTION_LANG, json.dumps(
+            {"a": answer_id, "lang": other(lg)})))
+    for i, (tool, node, preset) in enumerate(finding_probes(answer)):
+        label = f"Run {tool} on {node}" if preset == "quick" else f"Run {tool} {preset} on {node}"
+        elements.append(button(label, f"{ACTION_PROBE}:{i}", json.dumps(
+            {"node": node, "tool": tool, "preset": preset, "a": answer_id})))
+    if has_cause:
+        elements.append(button(w["helpful"], ACTION_UP, answer_id))
+        elements.append(button(w["not_helpful"], ACTION_DOWN, answer_id))
+    return {"type": "actions", "block_id": f"ncclbot_actions:{answer_id}", "elements": elements}
+
+
+def finding_probes(answer: Answer, limit: int = 3) -> list[tuple[str, str, str]]:
+    """(tool, node, preset) buttons tied to the finding: the agent's proposals, then the
+    diagnostic the leading cause's card names, on the hosts the analysis suspects."""
+    out = [("probe", s.node, s.preset or "quick") for s in proposed_probes(answer)]
+    hosts = list(dict.fromkeys(s.host for s in answer.diagnosis.suspects if s.host))[:2]
+    tool = "probe" if "probe" in answer.probes else (answer.probes[0] if answer.probes else "")
+    if tool:
+        out += [(tool, h, "quick") for h in hosts]
+    return list(dict.fromkeys(out))[:limit]
+
+
+def details_message(answer: Answer, lang: str = "both") -> Rendered:
+    """The details, in the thread on request: evidence lines, suspects, every step, verify
+    steps, what would help, the ranks, sources with their titles, notes."""
+    lg = primary(lang)
+    w = WORDS[lg]
+    texts: list[str] = []
+    for n, rc in enumerate(answer.root_causes[:3], 1):
+        lines = [f"*{n}. {esc(cause_title(rc, lg))}* · `{rc.category}` · "
+                 f"{w[rc.certainty or 'weak']} ({rc.confidence:.0%})"]
+        if rc.evidence:
+            shown = "\n".join(f"{e.file}:{e.line}: {code(e.text[:MAX_LINE])}"
+                              for e in rc.evidence[:3])
+            lines.append(f"```{shown}```")
+        texts.append("\n".join(lines))
+    if answer.diagnosis.suspects:
+        rows = [f"• {esc(' '.join(x for x in (f'rank {s.rank}' if s.rank is not None else '', s.host or '') if x) or '?')}: {esc(s.reason)}"  # noqa: E501
+                for s in answer.diagnosis.suspects[:5]]
+        texts.append(f"*{w['suspects']}*\n" + "\n".join(rows))
+    if answer.diagnosis.ranks:
+        texts.append(f"*{w['ranks']}*\n" + "\n".join(f"• {esc(r)}" for r in
+                                                     answer.diagnosis.ranks[:6]))
+    for key, steps in (("steps_all", _steps(answer.remediation, lg)),
+                       ("verify", _steps(answer.verify, lg)),
+                       ("next", _steps(answer.next_steps, lg))):
+        if steps:
+            texts.append(f"*{w[key]}*\n" + "\n".join(f"{i}. {esc(s)}"
+                                                     for i, s in enumerate(steps, 1)))
+    if sug := suggested_text(answer):
+        texts.append(sug)
+    if answer.similar_incidents:
+        texts.append(f"*{w['seen']}*\n" + "\n".join(
+            f"• <{i.source}|{esc(i.title)[:120]}> (`{i.category}`): {esc(i.resolution)[:240]}"
+            for i in answer.similar_incidents[:3]))
+    if answer.citations:
+        texts.append(f"*{w['sources']}*\n" + "\n".join(
+            f"• {esc(_pick(c.title, lg) or c.card)} (`{c.card}`): "
+            + ", ".join(f"<{u}|{_source_name(u)}>" for u in c.sources[:3])
+            for c in answer.citations))
+    return assemble(texts, None, list(answer.notes), text=f"{w['details']}: {headline(answer, lg)}")
+
+
+def _source_name(url: str) -> str:
+    """A link's short name: owner/repo#123 for GitHub threads, else the host and path."""
+    bare = url.split("://", 1)[-1].rstrip("/")
+    parts = bare.split("/")
+    if parts[0] == "github.com" and len(parts) >= 5 and parts[3] in ("issues", "pull",
+                                                                      "discussions"):
+        return f"{parts[1]}/{parts[2]}#{parts[4]}"
+    return bare[:60]
+
+
+def other_language_message(answer: Answer, lang: Lang) -> Rendered:
+    """The headline, suspect and steps in the other language (on request)."""
+    w = WORDS[lang]
+    texts = [f"*{esc(headline(answer, lang))}*"]
+    if sus := suspect_line(answer, lang):
+        texts.append(sus)
+    for key, steps in (("steps", _steps(answer.remediation, lang)),
+                       ("verify", _steps(answer.verify, lang)),
+                       ("next", _steps(answer.next_steps, lang))):
+        if steps:
+            texts.append(f"*{w[key]}*\n" + "\n".join(f"{i}. {esc(s)}"
+                                                     for i, s in enumerate(steps, 1)))
+    return assemble(texts, None, [], text=headline(answer, lang))
+
+
+def follow_up_message(text: str, lang: str, answer_id: str = "",
+                      cards: Sequence[str] = ()) -> Rendered:
+    """A short reply to a follow-up question (at most `FOLLOW_UP_MAX` characters)."""
+    lg = primary(lang)
+    body = text if len(text) <= FOLLOW_UP_MAX else text[: FOLLOW_UP_MAX - 1].rstrip() + "…"
+    blocks: list[dict[str, Any]] = [{"type": "section",
+                                     "text": {"type": "mrkdwn", "text": esc(body)}}]
+    if cards:
+        blocks.append(context(f"{WORDS[lg]['from']}: " + ", ".join(f"`{c}`" for c in cards)))
+    if answer_id:
+        blocks.append({"type": "actions", "block_id": f"ncclbot_followup:{answer_id}",
+                       "elements": [button(WORDS[lg]["details"], ACTION_DETAILS, answer_id)]})
+    return Rendered(blocks, body[:150])
+
+
+__all__ = [
+    "ACTION_DETAILS",
+    "ACTION_LANG",
+    "FIRST_MAX",
+    "FOLLOW_UP_MAX",
+    "details_message",
+    "first_message",
+    "follow_up_message",
+    "headline",
+    "message_text",
+    "other_language_message",
+    "others",
+]
+
+
+# -- node diagnostics -----------------------------------------------------------------------
+
+ICONS = {"success": ":white_check_mark:", "unavailable": ":grey_question:"}
+SEVERITY_ORDER = {"error": 0, "critical": 0, "warning": 1, "warn": 1, "info": 2}
+
+
+@dataclass
+class Attachment:
+    """A file posted in the thread beside a message (the raw result, a chart)."""
+
+    filename: str
+    title: str
+    content: bytes
+
+
+def _findings(result: dict[str, Any]) -> list[dict[str, Any]]:
+    found = list(result.get("findings") or [])
+    return sorted(found, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 3))
+
+
+def probe_summary(rows: Sequence[dict[str, Any]]) -> tuple[str, list[str]]:
+    """A probe's verdict line and a compact table (per collective: smallest, middle and
+    largest size and the peak busbw; wrong results flagged)."""
+    if not rows:
+        return "no measurements came back", []
+    wrong = [r for r in rows if r.get("correct") is False]
+    peaks: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        c = str(r.get("collective"))
+        if c not in peaks or float(r.get("busbw_gbps") or 0) > float(peaks[c].get("busbw_gbps")
+                                                                      or 0):
+            peaks[c] = r
+    slowest = min(peaks.values(), key=lambda r: float(r.get("busbw_gbps") or 0))
+    best = max(peaks.values(), key=lambda r: float(r.get("busbw_gbps") or 0))
+    verdict = (f"peak busbw {float(best['busbw_gbps']):.3g} GB/s ({best['collective']} at "
+               f"{format_size(int(best['bytes']))})")
+    if len(peaks) > 1:
+        verdict += (f"; slowest collective {slowest['collective']} peaks at "
+                    f"{float(slowest['busbw_gbps']):.3g} GB/s")
+    if wrong:
+        verdict = (f"WRONG RESULTS in {len(wrong)} measurement(s) "
+                   f"({wrong[0]['collective']} at {format_size(int(wrong[0]['bytes']))}); "
+                   + verdict)
+    table = [f"{'collective':<15}{'size':>10}{'busbw GB/s':>12}{'time us':>11}  ok"]
+    for c in peaks:
+        mine = sorted((r for r in rows if r.get("collective") == c), key=lambda r: r["bytes"])
+        picks = list(dict.fromkeys([0, len(mine) // 2, len(mine) - 1]))
+        for i in picks:
+            r = mine[i]
+            table.append(f"{c:<15}{format_size(int(r['bytes'])):>10}"
+                         f"{float(r.get('busbw_gbps') or 0):>12.3g}"
+                         f"{float(r.get('time_us') or 0):>11.0f}  "
+                         f"{'yes' if r.get('correct', True) else 'NO'}")
+    return verdict, table[:16]
+
+
+def diagnostic_message(node: str, tool: str, result: dict[str, Any]
+                       ) -> tuple[Rendered, list[Attachment]]:
+    """A node diagnostic's result: the verdict first, findings, a compact table (probe);
+    the raw result (and the probe's busbw chart) as files, never as message text."""
+    status = str(result.get("status", "error"))
+    icon = ICONS.get(status, ":x:")
+    findings = _findings(result)
+    data = result.get("data") or {}
+    rows = list(data.get("results") or []) if tool == "probe" else []
+    if result.get("error"):
+        verdict = str(result["error"])[:300]
+    elif tool == "probe":
+        verdict = probe_summary(rows)[0]
+    elif findings:
+        worst = findings[0]
+        verdict = f"{len(findings)} finding(s); first: {worst.get('message')}"
+    else:
+        verdict = "nothing to report"
+    texts = [f"{icon} *{tool}* on `{esc(node)}` ({status}): {esc(verdict)}"]
+    if findings:
+        texts.append("*Findings*\n" + "\n".join(
+            f"• [{f.get('severity')}] {esc(str(f.get('message')))}"
+            + (f" (card `{f['card']}`)" if f.get("card") else "") for f in findings[:8]))
+    if rows:
+        texts.append("```" + code("\n".join(probe_summary(rows)[1])) + "```")
+    notes = [f"invocation: {result['invocation']}"] if result.get("invocation") else []
+    files = [Attachment(f"{tool}-{node}.json", f"{tool} on {node}: the whole result",
+                        json.dumps(result, ensure_ascii=False, indent=1).encode())]
+    if rows:
+        chart = busbw_chart(rows, f"{tool} on {node}")
+        if isinstance(chart, bytes):
+            files.insert(0, Attachment(f"busbw-{node}.png", f"busbw on {node}", chart))
+        else:
+            notes.append(chart)
+    notes.append("The whole result is attached as a file.")
+    return assemble(texts, None, notes, text=f"{tool} on {node}: {verdict}"[:150]), files
+
+
+def busbw_chart(rows: Sequence[dict[str, Any]], title: str) -> bytes | str:
+    """The busbw-per-size chart as PNG bytes, or why there is none."""
+    import tempfile
+    from pathlib import Path
+
+    from tools.probe.plot import plot_busbw
+
+    with tempfile.TemporaryDirectory(prefix="ncclbot-chart-") as tmp:
+        path = Path(tmp) / "busbw.png"
+        error = plot_busbw(list(rows), str(path), title)
+        if error:
+            return f"no chart: {error}"
+        return path.read_bytes()
