@@ -287,12 +287,7 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
     if answer.diagnosis.ranks:
         texts.append(f"*{w['ranks']}*\n" + "\n".join(f"• {esc(r)}" for r in
                                                      answer.diagnosis.ranks[:6]))
-    for key, steps in (("steps_all", _steps(answer.remediation, lg)),
-                       ("verify", _steps(answer.verify, lg)),
-                       ("next", _steps(answer.next_steps, lg))):
-        if steps:
-            texts.append(f"*{w[key]}*\n" + "\n".join(f"{i}. {esc(s)}"
-                                                     for i, s in enumerate(steps, 1)))
+    texts += step_sections(answer, lg, "steps_all")
     if sug := suggested_text(answer):
         texts.append(sug)
     if answer.similar_incidents:
@@ -319,17 +314,20 @@ def _source_name(url: str) -> str:
 
 def other_language_message(answer: Answer, lang: Lang) -> Rendered:
     """The headline, suspect and steps in the other language (on request)."""
-    w = WORDS[lang]
     texts = [f"*{esc(headline(answer, lang))}*"]
     if sus := suspect_line(answer, lang):
         texts.append(sus)
-    for key, steps in (("steps", _steps(answer.remediation, lang)),
-                       ("verify", _steps(answer.verify, lang)),
-                       ("next", _steps(answer.next_steps, lang))):
-        if steps:
-            texts.append(f"*{w[key]}*\n" + "\n".join(f"{i}. {esc(s)}"
-                                                     for i, s in enumerate(steps, 1)))
+    texts += step_sections(answer, lang, "steps")
     return assemble(texts, None, [], text=headline(answer, lang))
+
+
+def step_sections(answer: Answer, lg: Lang, heading: str) -> list[str]:
+    """The steps, verify steps and what would help, numbered, each under its heading."""
+    w = WORDS[lg]
+    return [f"*{w[key]}*\n" + "\n".join(f"{i}. {esc(s)}" for i, s in enumerate(steps, 1))
+            for key, steps in ((heading, _steps(answer.remediation, lg)),
+                               ("verify", _steps(answer.verify, lg)),
+                               ("next", _steps(answer.next_steps, lg))) if steps]
 
 
 def follow_up_message(text: str, lang: str, answer_id: str = "",

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from bot.contract import Lang
+from bot.contract import Answer, Lang
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.diagnostics import Diagnostics
@@ -35,11 +35,17 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
             return
         diag.run(client, user, channel, thread_ts, node, tool, preset, respond)
 
-    def other(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
-        user, channel, thread_ts = _where(body)
-        answer = deps.store.answer(action.get("value", ""))
+    def stored(answer_id: str, client: Any, user: str, channel: str) -> Answer | None:
+        """The answer a button belongs to; the person is told when it is gone."""
+        answer = deps.store.answer(answer_id)
         if answer is None:
             ephemeral(client, channel, user, "I no longer have that answer; ask again.")
+        return answer
+
+    def other(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
+        user, channel, thread_ts = _where(body)
+        answer = stored(action.get("value", ""), client, user, channel)
+        if answer is None:
             return
         lang = choose(*deps.lang_prefs(user, channel), "")
         earlier = deps.store.context(channel, thread_ts).candidates if thread_ts else []
@@ -49,9 +55,8 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
 
     def details(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
         user, channel, thread_ts = _where(body)
-        answer = deps.store.answer(action.get("value", ""))
+        answer = stored(action.get("value", ""), client, user, channel)
         if answer is None:
-            ephemeral(client, channel, user, "I no longer have that answer; ask again.")
             return
         lang = choose(*deps.lang_prefs(user, channel), "")
         r = message.details_message(answer, lang)
@@ -74,9 +79,8 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
         except (ValueError, KeyError, TypeError):
             ephemeral(client, channel, user, "That button is malformed; ask again.")
             return
-        answer = deps.store.answer(answer_id)
+        answer = stored(answer_id, client, user, channel)
         if answer is None:
-            ephemeral(client, channel, user, "I no longer have that answer; ask again.")
             return
         r = message.other_language_message(answer, lang)
         client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
