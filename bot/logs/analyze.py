@@ -101,6 +101,7 @@ class Analyzer:
         self.patterns = PatternSet(triggers, cache_dir)
 
     def analyze(self, sources: Iterable[LogSource], limits: Limits | None = None) -> LogReport:
+        limits = limits or Limits()  # one budget for all the sources
         report = LogReport(engine=self.patterns.engine)
         for source in sources:
             report.sources.append(source.stats)
@@ -115,8 +116,10 @@ class Analyzer:
             _flush(report, state)
         _finish(report)
         if report.total_bytes == 0:
+            why = "; ".join(f"{s.name}: {p}" for s in report.sources for p in s.problems)
             names = ", ".join(s.name for s in report.sources) or "no input"
             raise InputError(
+                f"nothing to analyze: {why}" if why else
                 f"nothing to analyze: {names} is empty (0 bytes read)",
                 hint=ATTACH_HINT,
             )

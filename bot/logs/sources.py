@@ -19,6 +19,10 @@ from typing import BinaryIO, cast
 from bot.errors import InputError
 
 CHUNK = 1 << 22  # 4 MiB
+#: The expansion ratio is only judged past this many decompressed bytes.
+RATIO_FROM = 64 * 2**20
+#: How far into a file text is looked for after a binary start.
+TEXT_SEARCH = 1 << 20
 ATTACH_HINT = (
     "Attach the crash log as text (.log/.txt), .gz or .zip: ideally the output of every rank, "
     "run with NCCL_DEBUG=INFO (and TORCH_NCCL_TRACE_BUFFER_SIZE=2000 for a Flight Recorder dump)."
@@ -51,9 +55,21 @@ class LogSource:
 
 
 class Limits:
+    """What one analysis may read: `max_bytes` in all (every file and archive member
+    together), and compressed input may expand at most `max_ratio` times (per source and
+    over all compressed sources together, so a zip of many modest members is stopped too).
+    One `Limits` is one analysis's budget: it counts what was read."""
+
     def __init__(self, max_bytes: int = 64 * 2**30, max_ratio: int = 200) -> None:
         self.max_bytes = max_bytes
         self.max_ratio = max_ratio
+        self.read = 0  # bytes read so far, all sources
+        self.read_compressed = 0  # of which from compressed sources
+        self.compressed = 0  # compressed size of the compressed sources opened so far
+
+    def expanded_too_much(self) -> bool:
+        return (self.compressed > 0 and self.read_compressed > RATIO_FROM
+                and self.read_compressed > self.max_ratio * self.compressed)
 
 
 def text_source(name: str, text: str) -> LogSource:
@@ -153,14 +169,37 @@ def looks_binary(head: bytes) -> bool:
     return False
 
 
+def text_start(chunk: bytes) -> int | None:
+    """Where text starts in a chunk that begins with binary data (a core dump's header, a
+    stray NUL block before the log): the offset after the last NUL or non-text run in the
+    first `TEXT_SEARCH` bytes from which the rest reads as text; None if it never does."""
+    window = chunk[:TEXT_SEARCH]
+    cut = max(window.rfind(b"\x00"), 0)
+    while cut < len(window):
+        nl = window.find(b"\n", cut)
+        if nl < 0:
+            return None
+        rest = chunk[nl + 1:nl + 1 + 8192]
+        if rest and not looks_binary(rest):
+            return nl + 1
+        cut = nl + 1
+    return None
+
+
 def read_chunks(source: LogSource, limits: Limits | None = None) -> Iterator[bytes]:
-    """Yield the source's bytes in chunks, enforcing the size and zip-bomb limits."""
+    """Yield the source's bytes in chunks, within the analysis's budget (`Limits`). What
+    cannot be read is a note on the source (`stats.problems`), never an exception, so the
+    other sources are still read: a binary file is skipped, text after a binary start is
+    found, reading stops at the size and expansion limits."""
     limits = limits or Limits()
     stats = source.stats
     try:
         stream = source.opener()
     except OSError as exc:
-        raise InputError(f"{source.name}: cannot be opened ({exc})", hint=ATTACH_HINT) from exc
+        stats.problems.append(f"cannot be opened ({exc}); skipped")
+        return
+    if stats.compressed_bytes:
+        limits.compressed += stats.compressed_bytes
     try:
         first = True
         while True:
@@ -174,23 +213,28 @@ def read_chunks(source: LogSource, limits: Limits | None = None) -> Iterator[byt
             if first:
                 first = False
                 if looks_binary(chunk):
-                    raise InputError(
-                        f"{source.name}: this looks like a binary file, not a text log "
-                        f"(read {len(chunk)} bytes)",
-                        hint=ATTACH_HINT,
-                    )
-            stats.bytes_read += len(chunk)
-            if stats.bytes_read > limits.max_bytes:
-                stats.problems.append(f"stopped at the size limit of {limits.max_bytes} bytes")
+                    start = text_start(chunk)
+                    if start is None:
+                        stats.problems.append(
+                            f"skipped: this looks like a binary file, not a text log (read "
+                            f"{len(chunk)} bytes). {ATTACH_HINT}")
+                        return
+                    stats.problems.append(f"skipped {start} bytes of binary data at the start")
+                    chunk = chunk[start:]
+            if limits.read + len(chunk) > limits.max_bytes:
+                stats.problems.append(f"stopped at the size limit of {limits.max_bytes} bytes "
+                                      "for one analysis")
                 return
-            if (
-                stats.compressed_bytes
-                and stats.bytes_read > 64 * 2**20
-                and stats.bytes_read > limits.max_ratio * stats.compressed_bytes
-            ):
+            stats.bytes_read += len(chunk)
+            limits.read += len(chunk)
+            if stats.compressed_bytes:
+                limits.read_compressed += len(chunk)
+            if (stats.compressed_bytes and stats.bytes_read > RATIO_FROM
+                    and stats.bytes_read > limits.max_ratio * stats.compressed_bytes) \
+                    or limits.expanded_too_much():
                 stats.problems.append(
-                    f"stopped: expands more than {limits.max_ratio}x (possible zip bomb)"
-                )
+                    f"stopped: the compressed input expands more than {limits.max_ratio}x "
+                    "(possible zip bomb)")
                 return
             yield chunk
     finally:

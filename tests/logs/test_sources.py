@@ -37,12 +37,50 @@ def test_missing_file_and_directory(tmp_path):
 
 
 def test_binary_file_is_refused_with_a_hint(tmp_path):
+    from bot.logs.analyze import analyzer_for
+    from bot.service import bundled_cards
+
     path = tmp_path / "core.bin"
     path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 10)
     (src,) = expand_inputs([str(path)])
+    assert _read(src) == b"" and "binary" in src.stats.problems[0]
+    (src,) = expand_inputs([str(path)])
     with pytest.raises(InputError, match="binary") as err:
-        _read(src)
+        analyzer_for(list(bundled_cards())).analyze([src])
     assert "NCCL_DEBUG=INFO" in (err.value.hint or "")
+
+
+def test_one_bad_file_or_member_is_skipped_and_the_rest_analysed(tmp_path):
+    """A binary member beside a good log, and a log behind a binary start: the good text
+    is analysed, what was skipped is a note (not a failed analysis)."""
+    from bot.service import analyze_sources
+
+    watchdog = ("[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                "Timeout(ms)=600000) ran for 600043 milliseconds before timing out.\n")
+    with zipfile.ZipFile(tmp_path / "job.zip", "w") as zf:
+        zf.writestr("rank1.log", watchdog)
+        zf.writestr("core.0", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40)
+    (tmp_path / "prefixed.log").write_bytes(b"\x00\x01\x02\xff" * 1024 + b"\n" + watchdog.encode())
+    report, diagnosis = analyze_sources(expand_inputs([str(tmp_path / "job.zip"),
+                                                       str(tmp_path / "prefixed.log")]))
+    problems = {s.name: s.problems for s in report.sources}
+    assert any("binary" in p for p in problems["job.zip:core.0"])
+    assert any("skipped 4097 bytes of binary data" in p for p in problems["prefixed.log"])
+    assert report.counts["watchdog_timeout"] >= 2  # from the member and after the prefix
+    assert diagnosis.root_causes
+
+
+def test_many_modest_members_are_stopped_by_the_archive_budget(tmp_path):
+    """Each member under the per-member expansion check, together a bomb: stopped."""
+    with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        for i in range(40):
+            zf.writestr(f"m{i}.log", b"a" * (4 * 2**20))
+    limits = Limits(max_bytes=2**40, max_ratio=50)
+    sources = expand_inputs([str(tmp_path / "bomb.zip")])
+    read = sum(len(_read(s, limits)) for s in sources)
+    assert read < 40 * 4 * 2**20
+    assert any("zip bomb" in p for s in sources for p in s.stats.problems)
 
 
 def test_utf8_chinese_text_is_not_binary():
