@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_timeout_s: float = Field(default=60.0, gt=0)
     llm_max_tokens: int = Field(default=2000, gt=0)
-    redact_hosts: bool = False
+    redact_hosts: bool = True  # host names, IPs, users and e-mail become placeholders for the LLM
 
     # Node agents.
     nodes_file: Path | None = None

@@ -15,7 +15,8 @@ REDACTED = "[REDACTED]"
 
 #: Substrings that make a variable name secret wherever they appear.
 _NAME_SUBSTRINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE",
-                    "APIKEY", "API_KEY", "PRIVATE_KEY", "ACCESS_KEY", "SIGNING")
+                    "APIKEY", "API_KEY", "PRIVATE_KEY", "ACCESS_KEY", "SIGNING", "ACCOUNTKEY",
+                    "SHAREDACCESSKEY", "SSHPASS")
 #: Whole `_`-separated words that make a name secret (so NCCL_IB_PKEY stays visible).
 _NAME_WORDS = frozenset({"KEY", "KEYS", "AUTH", "PASS", "PWD_HASH", "SESSION", "SIG", "DSN"})
 
@@ -31,14 +32,23 @@ _VALUE_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
     r"\bglpat-[A-Za-z0-9_\-]{20,}",
     r"\bAIza[0-9A-Za-z_\-]{35}",
     r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}",  # Stripe-style keys
+    r"(?<=hooks\.slack\.com/services/)[A-Z0-9]+/[A-Z0-9]+/[A-Za-z0-9]+",  # Slack webhooks
+    r"\bnpm_[A-Za-z0-9]{30,}",
+    r"\bpypi-[A-Za-z0-9_\-]{30,}",
 ))
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)([^\s@/]+)(@)")
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)([^\s@/]+)(@)")
 _BEARER = re.compile(r"(\b(?:Bearer|Basic|Token)\s+)([A-Za-z0-9._~+/\-]{12,}=*)", re.IGNORECASE)
 _PAIR = re.compile(
     r"((?:\"|')?\b[\w.\-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|cookie)"
     r"[\w.\-]*(?:\"|')?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)",
     re.IGNORECASE,
 )
+
+
+#: Names that mention tokens but hold counts or model names (`max_tokens`, `tokenizer`).
+_NOT_SECRET = re.compile(r"(?i)(?:^|[_\-.\"'])(?:max|min|num|count|per|total)[_\-]|tokeni[sz]er"
+                         r"|tokens\b")
 
 
 def is_secret_name(name: str) -> bool:
@@ -55,7 +65,8 @@ def redact_text(text: str) -> str:
         text = pat.sub(REDACTED, text)
     text = _URL_PASSWORD.sub(rf"\g<1>{REDACTED}\g<3>", text)
     text = _BEARER.sub(rf"\g<1>{REDACTED}", text)
-    return _PAIR.sub(lambda m: m.group(1) + (REDACTED if m.group(2) != REDACTED else m.group(2)),
+    return _PAIR.sub(lambda m: m.group(0) if _NOT_SECRET.search(m.group(1))
+                     else m.group(1) + (REDACTED if m.group(2) != REDACTED else m.group(2)),
                      text)
 
 

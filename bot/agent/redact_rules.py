@@ -30,7 +30,16 @@ _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)(\s+|=)(?!-)(\"[^\"]*\"|'[^']*
 _CMD_PASSWORD = re.compile(
     r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?(?<=\s)-p(?=[^\s-])(\S+)"
     r"|\bsshpass\s+-p\s*(\S+)"
-    r"|\bredis-cli\b[^\n]*?\s-a\s+(\S+)")
+    r"|\bredis-cli\b[^\n]*?\s-a\s+(\S+)"
+    r"|\b(?:docker|podman|nerdctl|helm|oras)\s+(?:registry\s+)?login\b[^\n]*?\s-p\s+(\S+)"
+    r"|\b(?:curl|wget)\b[^\n]*?\s(?:-u|--user)[\s=]+[^:\s]+:(\S+)"
+    r"|\b[A-Z][A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)[A-Z0-9_]*"
+    r"\s+(?!=)([A-Za-z0-9+/_\-.]{12,}={0,2})")
+#: A 40-character AWS-style secret access key, even with no "aws" nearby: mixed case,
+#: digits and a slash or plus (paths and hashes rarely have all of them).
+_AWS_SHAPE = re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[a-z])"
+                        r"(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*\d)[A-Za-z0-9/+]{40}"
+                        r"(?![A-Za-z0-9/+=])")
 _LABELLED_KEY = re.compile(
     r"(?i)\b(?:api[ _-]?key|access[ _-]?token|secret[ _-]?(?:access[ _-]?)?key|private[ _-]?key"
     r"|auth[ _-]?token)\b['\"]?(?:\s+is)?\s*[:=]?\s*['\"]?([A-Za-z0-9+/_\-]{16,}={0,2})")
@@ -41,7 +50,10 @@ _AWS_NEAR = re.compile(r"(?i)aws|\bAKIA|\bASIA")
 _DER_KEY = re.compile(r"\bMII[A-Za-z0-9+/]{20,}={0,2}")
 
 
-_COUNTISH = re.compile(r"(?i)(?:^|[_-])(?:max|min|num|count|per|total)(?:[_-]|$)")
+_COUNTISH = re.compile(r"(?i)(?:^|[_-])(?:max|min|num|count|per|total)(?:[_-]|$)"
+                       r"|tokeni[sz]er")
+#: `pwd=` inside a `;`-separated connection string (not the shell's PWD).
+_DSN_PWD = re.compile(r"(?i)(?<=;)\s*pwd\s*=\s*([^;\s]+)")
 
 
 def secret_key(name: str) -> bool:
@@ -80,13 +92,15 @@ def strip_secrets(text: str) -> str:
     """Remove every secret-shaped value from `text` (idempotent)."""
     text = _DER_KEY.sub(REDACTED, text)
     text = _aws_secret(text)
+    text = _AWS_SHAPE.sub(REDACTED, text)
     for rx in (_CMD_PASSWORD, _WANDB_KEY, _WANDB_LOGIN):
         text = rx.sub(_blank_group, text)
     text = _LABELLED_KEY.sub(lambda m: _blank_group(m) if re.search(r"\d", m.group(1))
                              and m.group(1) != REDACTED else m.group(0), text)
     text = redact_text(text)
+    text = _DSN_PWD.sub(_blank_group, text)
     text = _ASSIGN.sub(lambda m: f"{m.group(1)}={REDACTED}"
-                       if is_secret_name(m.group(1)) and m.group(2) != REDACTED
+                       if secret_key(m.group(1)) and m.group(2) != REDACTED
                        else m.group(0), text)
     return _FLAG.sub(lambda m: m.group(1) + m.group(2) + REDACTED
                      if is_secret_flag(m.group(1)) and m.group(3) != REDACTED

@@ -6,7 +6,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
 from bot.config import Settings
@@ -16,6 +16,7 @@ from bot.slack.deps import Deps
 from bot.slack.listeners import register
 from bot.slack.nodes import make_runner, make_status_reader
 from bot.slack.ratelimit import Limits
+from bot.slack.redacting import RedactingWebClient, redacting_copy
 from bot.slack.store import Store
 from bot.troubleshooter import Troubleshooter
 
@@ -33,7 +34,18 @@ def web_client(settings: Settings) -> WebClient:
     kwargs: dict[str, Any] = {"token": token, "timeout": 60}
     if settings.slack_api_url:
         kwargs["base_url"] = settings.slack_api_url.rstrip("/") + "/"
-    return WebClient(**kwargs)
+    return RedactingWebClient(**kwargs)
+
+
+class RedactingApp(App):
+    """The bolt App, whose per-request clients (the `client` every listener gets) are
+    `RedactingWebClient`s too: nothing reaches Slack without its secrets stripped."""
+
+    def _init_context(self, req: BoltRequest) -> None:
+        super()._init_context(req)
+        client = req.context.get("client")
+        if isinstance(client, WebClient) and not isinstance(client, RedactingWebClient):
+            req.context["client"] = redacting_copy(client)
 
 
 def create_app(settings: Settings, client: WebClient | None = None, *, http: bool = False,
@@ -45,10 +57,11 @@ def create_app(settings: Settings, client: WebClient | None = None, *, http: boo
         raise ConfigError("SLACK_SIGNING_SECRET is not set",
                           hint="HTTP mode verifies every request; copy the Signing Secret from "
                           "the app's Basic Information page.")
-    app = App(client=client, signing_secret=secret, request_verification_enabled=bool(secret),
-              listener_executor=ThreadPoolExecutor(max_workers=workers,
-                                                   thread_name_prefix="ncclbot-slack"),
-              **app_kwargs)
+    app = RedactingApp(client=client, signing_secret=secret,
+                       request_verification_enabled=bool(secret),
+                       listener_executor=ThreadPoolExecutor(max_workers=workers,
+                                                            thread_name_prefix="ncclbot-slack"),
+                       **app_kwargs)
     register(app, deps or build_deps(settings, client))
     return app
 

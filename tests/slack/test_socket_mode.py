@@ -274,3 +274,38 @@ def test_zip_and_several_files_at_once(slack: FakeSlack, app: App, tmp_path) -> 
     assert "notes.png is not a log file" in text
     assert "rank_crashed" in text
     assert len(answers_in(slack, "D1", "81.1")) == 1  # one answer for the three files
+
+
+def test_planted_secrets_never_reach_slack(slack: FakeSlack, make_app) -> None:
+    """An answer that quotes 40+ secret shapes (evidence lines, notes, steps, explanation):
+    the first message and its details hold none of them, whichever code quoted them (the
+    Slack client itself strips them)."""
+    import json as _json
+    from pathlib import Path
+
+    import yaml
+
+    from tests.slack.conftest import click, script_answers
+
+    planted = yaml.safe_load((Path(__file__).parent.parent / "fixtures" / "secrets" /
+                              "planted.yaml").read_text(encoding="utf-8"))
+    lines = [p["line"] for p in planted]
+    answer = {"verdict": "diagnosed", "summary": lines[0], "explanation": " ".join(lines[:5]),
+              "diagnosis": {"root_causes": [{
+                  "category": "rank_crashed", "card": "c", "confidence": 0.8,
+                  "certainty": "likely", "title": {"en": lines[1]},
+                  "evidence": [{"file": "train.log", "line": i, "text": t}
+                               for i, t in enumerate(lines, 1)]}],
+                  "suspects": [{"rank": 0, "host": "gpu-node07", "reason": lines[2]}]},
+              "remediation": {"en": lines}, "notes": lines, "citations": []}
+    app, _ = make_app(tweak=lambda deps: script_answers(deps, answer))
+    dispatch(app, dm("90.1", "why did it fail?"))
+    first = final(slack, "D1", "90.1", "ncclbot_details")
+    ids = {e["action_id"]: e["value"] for b in first["blocks"] if b["type"] == "actions"
+           for e in b["elements"]}
+    app.dispatch(BoltRequest(body=click("ncclbot_details", ids["ncclbot_details"], "UALICE",
+                                        {**first, "thread_ts": "90.1"}), mode="socket_mode"))
+    slack.wait_call("chat.postMessage", lambda p: str(p.get("text", "")).startswith("Details"))
+    posted = _json.dumps([c.params for c in slack.calls], ensure_ascii=False)
+    assert posted.count("[REDACTED]") >= 20  # the lines were posted, stripped
+    assert [p["secret"] for p in planted if p["secret"] in posted] == []
