@@ -1,4 +1,5 @@
-"""Running the app: Socket Mode (default) or the Events API over HTTP at /slack/events.
+"""Running the app: Socket Mode (default) or the Events API over HTTP at /slack/events,
+served by uvicorn (a small ASGI application in front of bolt enforces the limits).
 
 Both warm up first (open, or build, the retrieval index and compile the log scanner) so
 no listener pays for it, and both report their real state on GET /healthz: 200 once
@@ -9,14 +10,14 @@ serves HTTP at all (for liveness probes, which must not fail during a long warm-
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
 
 from slack_bolt import App, BoltRequest
 
@@ -49,63 +50,151 @@ class Health:
         return ok, state
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # bursts of events must not be reset by a short listen backlog
+#: How long a client may take to send a request's body, in seconds.
+BODY_TIMEOUT_S = 10.0
+_DIGITS = re.compile(r"^\d{1,12}$")
+
+
+async def _reply(send: Any, status: int, body: bytes,
+                 headers: dict[str, str | Sequence[str]] | None = None) -> None:
+    raw: list[tuple[bytes, bytes]] = [(b"content-length", str(len(body)).encode())]
+    for k, v in (headers or {}).items():
+        if k.lower() == "content-length":
+            continue
+        for item in [v] if isinstance(v, str) else v:
+            raw.append((k.lower().encode(), str(item).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(receive: Any, limit: int) -> bytes | None:
+    """The request body, or None when it grows past `limit` (the rest is not read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None = None,
+               max_body: int = MAX_BODY) -> Any:
+    """The ASGI application uvicorn serves: POST `path` goes to bolt (signature checked,
+    503 until warmed up), GET /healthz and /livez. Malformed requests get a clean 4xx
+    before anything else: a Content-Length that is not a number (or is too large) is
+    refused before the body is read, a body that grows past `max_body` or takes longer
+    than `BODY_TIMEOUT_S` stops being read, a timestamp that is not a number and a JSON
+    body that does not parse are refused.
+    `app=None` serves only the health routes (Socket Mode)."""
+    state: Health = health or Health(ready=True)
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        route, method = scope["path"], scope["method"]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers") or []}
+        if method == "GET" and route == "/healthz":
+            ok, report = state.status()
+            await _reply(send, 200 if ok else 503, json.dumps(report).encode(),
+                         {"content-type": "application/json"})
+            return
+        if method == "GET" and route == "/livez":
+            await _reply(send, 200, b"ok", {"content-type": "text/plain"})
+            return
+        if method != "POST" or app is None or route != path:
+            await _reply(send, 404, b"not found")
+            return
+        length = headers.get("content-length")
+        if length is not None and not _DIGITS.match(length.strip()):
+            await _reply(send, 400, b"bad Content-Length")
+            return
+        if length is not None and int(length) > max_body:
+            await _reply(send, 413, b"too large")
+            return
+        stamp = headers.get("x-slack-request-timestamp")
+        if stamp is not None and not _DIGITS.match(stamp.strip()):
+            await _reply(send, 400, b"bad X-Slack-Request-Timestamp")
+            return
+        try:
+            body = await asyncio.wait_for(_read_body(receive, max_body), BODY_TIMEOUT_S)
+        except TimeoutError:
+            await _reply(send, 408, b"request body too slow")
+            return
+        if body is None:
+            await _reply(send, 413, b"too large")
+            return
+        if headers.get("content-type", "").startswith("application/json"):
+            try:
+                json.loads(body)
+            except ValueError:
+                await _reply(send, 400, b"the body is not JSON")
+                return
+        if not state.ready.is_set():  # Slack retries the event once we are up
+            await _reply(send, 503, b"warming up", {"retry-after": "30"})
+            return
+        request = BoltRequest(body=body.decode("utf-8", "replace"),
+                              query=scope.get("query_string", b"").decode("latin-1"),
+                              headers={k: [v] for k, v in headers.items()})
+        try:
+            resp = await asyncio.to_thread(app.dispatch, request)
+        except Exception:
+            log.exception("a request could not be handled")
+            await _reply(send, 400, b"bad request")
+            return
+        await _reply(send, resp.status, resp.body.encode("utf-8"), dict(resp.headers))
+
+    return asgi
+
+
+class HttpServer:
+    """uvicorn serving `slack_asgi` in a thread (timeouts and a connection cap set)."""
+
+    def __init__(self, app: App | None, host: str, port: int, health: Health | None = None,
+                 path: str = EVENTS_PATH) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(slack_asgi(app, path, health), host=host, port=port,
+                                log_level="warning", lifespan="off", access_log=False,
+                                timeout_keep_alive=5, limit_concurrency=256,
+                                h11_max_incomplete_event_size=64 * 1024)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="ncclbot-http",
+                                       daemon=True)
+
+    def start(self) -> HttpServer:
+        self.thread.start()
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise OSError("the HTTP server did not start (is the port in use?)")
+            time.sleep(0.02)
+        return self
+
+    @property
+    def port(self) -> int:
+        return int(self.server.servers[0].sockets[0].getsockname()[1])
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
 
 
 def http_server(app: App | None, host: str = "0.0.0.0", port: int = 3000,
-                path: str = EVENTS_PATH, health: Health | None = None) -> ThreadingHTTPServer:
-    """A threaded HTTP server: POST `path` goes to bolt (signature checked; 503 until warmed
-    up), GET /healthz and /livez. `app=None` serves only the health routes (Socket Mode)."""
-    state: Health = health or Health(ready=True)
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug(fmt, *args)
-
-        def _reply(self, status: int, body: bytes, headers: dict[str, Any] | None = None) -> None:
-            self.send_response(status)
-            for k, v in (headers or {}).items():
-                for item in v if isinstance(v, list) else [v]:
-                    self.send_header(k, item)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            route = urlsplit(self.path).path
-            if route == "/healthz":
-                ok, report = state.status()
-                self._reply(200 if ok else 503, json.dumps(report).encode(),
-                            {"Content-Type": "application/json"})
-            elif route == "/livez":
-                self._reply(200, b"ok", {"Content-Type": "text/plain"})
-            else:
-                self._reply(404, b"not found")
-
-        def do_POST(self) -> None:
-            parts = urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            if app is None or parts.path != path:
-                self.rfile.read(min(length, MAX_BODY))
-                self._reply(404, b"not found")
-                return
-            if length > MAX_BODY:
-                self._reply(413, b"too large")
-                return
-            body = self.rfile.read(length).decode("utf-8", "replace")
-            if not state.ready.is_set():  # Slack retries the event once we are up
-                self._reply(503, b"warming up", {"Retry-After": "30"})
-                return
-            headers: dict[str, str | Sequence[str]] = {
-                k.lower(): [v] for k, v in self.headers.items()}
-            resp = app.dispatch(BoltRequest(body=body, query=parts.query, headers=headers))
-            self._reply(resp.status, resp.body.encode("utf-8"), dict(resp.headers))
-
-    return Server((host, port), Handler)
+                path: str = EVENTS_PATH, health: Health | None = None) -> HttpServer:
+    """The Slack HTTP endpoint (and health routes), started."""
+    return HttpServer(app, host, port, health, path).start()
 
 
 def warm_up(health: Health, warm: Callable[[], None]) -> None:
@@ -127,15 +216,12 @@ def serve_http(app: App, host: str, port: int, health: Health,
                warm: Callable[[], None]) -> None:
     """Listen at once (health probes answer during the warm-up), take events once warm."""
     server = http_server(app, host, port, health=health)
-    thread = threading.Thread(target=server.serve_forever, name="ncclbot-http", daemon=True)
-    thread.start()
-    log.info("ncclbot Slack app on http://%s:%d%s", host, port, EVENTS_PATH)
+    log.info("ncclbot Slack app on http://%s:%d%s", host, server.port, EVENTS_PATH)
     try:
         warm_up(health, warm)
-        thread.join()
+        server.thread.join()
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 def socket_handler(app: App, app_token: str | None) -> Any:
@@ -156,9 +242,7 @@ def serve_socket(app: App, app_token: str | None, health: Health, warm: Callable
     health.connected = handler.client.is_connected
     server = http_server(None, health_host, health_port, health=health) if health_port else None
     if server is not None:
-        threading.Thread(target=server.serve_forever, name="ncclbot-health",
-                         daemon=True).start()
-        log.info("health check on http://%s:%d/healthz", health_host, health_port)
+        log.info("health check on http://%s:%d/healthz", health_host, server.port)
     try:
         warm_up(health, warm)
         handler.connect()
@@ -167,5 +251,4 @@ def serve_socket(app: App, app_token: str | None, health: Health, warm: Callable
     finally:
         handler.close()
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop()

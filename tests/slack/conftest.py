@@ -152,14 +152,10 @@ def serving(app: Any, settings: Settings, health: Any = None) -> Iterator[Poster
     from bot.slack.serve import http_server
 
     server = http_server(app, "127.0.0.1", 0, health=health)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield Poster(f"http://127.0.0.1:{server.server_address[1]}/slack/events", app,
-                     settings)
+        yield Poster(f"http://127.0.0.1:{server.port}/slack/events", app, settings)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
         shutdown(app)
 
 

@@ -181,3 +181,65 @@ def test_feedback_and_other_causes_buttons(slack: FakeSlack, http_app: Poster, s
     slack.wait_for(lambda: store.feedback_reasons())
     assert store.feedback_report() == [("rank_crashed", store.feedback_report()[0][1], 1, 1)]
     assert store.feedback_reasons()[0][2] == "wrong node"
+
+
+def _raw(url: str, head: bytes, body_chunks: int = 0, chunk: bytes = b"") -> bytes:
+    """Send a raw request (head, then up to `body_chunks` chunks while the server listens);
+    the status line the server answers with."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    with socket.create_connection((u.hostname, u.port), timeout=20) as sock:
+        sock.sendall(head)
+        try:
+            for _ in range(body_chunks):
+                sock.sendall(chunk)
+        except OSError:
+            pass  # the server answered and closed: what we want
+        sock.settimeout(20)
+        data = b""
+        try:
+            while b"\r\n" not in data:
+                got = sock.recv(4096)
+                if not got:
+                    break
+                data += got
+        except OSError:
+            pass
+    return data.split(b"\r\n", 1)[0]
+
+
+def _rss_mb() -> float:
+    from pathlib import Path
+
+    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_hostile_requests_get_a_clean_4xx(slack: FakeSlack, http_app: Poster) -> None:
+    """Issue 18: a negative or non-numeric Content-Length, a huge body, a non-numeric
+    timestamp and a non-JSON body are refused with a 4xx, never read into memory or 500."""
+    url = http_app.url
+    path = "/slack/events"
+    host = b"Host: 127.0.0.1\r\n"
+    before = _rss_mb()
+    status = _raw(url, b"POST " + path.encode() + b" HTTP/1.1\r\n" + host
+                  + b"Content-Type: application/json\r\nContent-Length: -1\r\n\r\n",
+                  body_chunks=300, chunk=b"x" * 2**20)  # up to 300 MiB behind it
+    assert status.split(b" ")[1].startswith(b"4"), status
+    assert _rss_mb() - before < 50
+    status = _raw(url, b"POST " + path.encode() + b" HTTP/1.1\r\n" + host
+                  + b"Content-Length: abc\r\n\r\n")
+    assert status.split(b" ")[1].startswith(b"4"), status
+    big = _raw(url, b"POST " + path.encode() + b" HTTP/1.1\r\n" + host
+               + b"Transfer-Encoding: chunked\r\n\r\n",
+               body_chunks=8, chunk=b"100000\r\n" + b"y" * 0x100000 + b"\r\n")
+    assert big.split(b" ")[1] == b"413", big
+    body = json.dumps({"type": "event_callback", "event": {"type": "app_mention"}})
+    assert http_app.post(body, "application/json", {**sign(body), "x-slack-request-timestamp":
+                                                     "soon"})[0] == 400
+    junk = "this is not json {"
+    assert http_app.post(junk, "application/json")[0] // 100 == 4

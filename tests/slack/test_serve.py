@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -31,12 +30,10 @@ def get(url: str) -> tuple[int, dict[str, Any] | str]:
 @contextmanager
 def running(app: Any, health: Health) -> Iterator[str]:
     server = http_server(app, "127.0.0.1", 0, health=health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://127.0.0.1:{server.port}"
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 def test_http_health_follows_warm_up_and_the_store(slack: FakeSlack, make_app: Any,
