@@ -136,7 +136,8 @@ class Poster:
     def command(self, text: str, user: str = "UALICE", channel: str = "C1") -> tuple[int, str]:
         body = urllib.parse.urlencode({
             "command": "/nccl", "text": text, "user_id": user, "channel_id": channel,
-            "team_id": "T1", "response_url": "http://127.0.0.1:9/none", "trigger_id": "t1"})
+            "team_id": "T1", "response_url": "http://127.0.0.1:9/none",
+            "trigger_id": f"t{next(_EVENT_IDS)}"})
         return self.post(body, "application/x-www-form-urlencoded")
 
     def action(self, payload: dict[str, Any]) -> tuple[int, str]:
@@ -232,7 +233,8 @@ def block_text(blocks: list[dict[str, Any]] | None) -> str:
 
 def click(action_id: str, value: str, user: str, message: dict[str, Any]) -> dict[str, Any]:
     return {"type": "block_actions", "user": {"id": user}, "team": {"id": "T1"},
-            "api_app_id": "A1", "trigger_id": "trig", "channel": {"id": message["channel"]},
+            "api_app_id": "A1", "trigger_id": f"trig{next(_EVENT_IDS)}",
+            "channel": {"id": message["channel"]},
             "container": {"type": "message", "channel_id": message["channel"]},
             "message": {"ts": message["ts"], "thread_ts": message.get("thread_ts"),
                         "blocks": message.get("blocks") or [], "text": message.get("text")},

@@ -144,3 +144,38 @@ def test_usergroup_lookup_is_cached(slack: FakeSlack, probe_app: Poster) -> None
         probe_app.action(click("ncclbot_probe:0", value, user, message))
     slack.wait_for(lambda: len(slack.of("chat.postEphemeral")) == 3)
     assert len(slack.of("usergroups.users.list")) == 1
+
+
+def test_a_replayed_slash_command_or_button_runs_nothing_twice(
+        slack: FakeSlack, probe_app: Poster, agent: tuple[str, Path]) -> None:
+    """Issue 18: a byte-identical replay of a signed `/nccl env` (and of a button click),
+    sent after the first one finished and within the signature's lifetime, is acknowledged
+    and dropped."""
+    import urllib.parse
+
+    from bot.slack.store import Store
+    from tests.slack.conftest import sign
+
+    def results(tool: str) -> list[dict[str, Any]]:
+        return [m for m in slack.messages.values() if f"*{tool}* on" in block_text(
+            m.get("blocks"))]
+
+    body = urllib.parse.urlencode({
+        "command": "/nccl", "text": "env gpu-node07", "user_id": "UBOB", "channel_id": "C1",
+        "team_id": "T1", "response_url": "http://127.0.0.1:9/none", "trigger_id": "replay1"})
+    headers = sign(body)
+    message = {"channel": "C1", "ts": "52.1", "thread_ts": "52.1"}
+    value = json.dumps({"node": "gpu-node07", "tool": "xid", "preset": None})
+    click_body = urllib.parse.urlencode({"payload": json.dumps(
+        click("ncclbot_probe:0", value, "UBOB", message))})
+    signed = sign(click_body)
+    for _ in range(2):  # the request, then its replay once the first has finished
+        assert probe_app.post(body, "application/x-www-form-urlencoded", headers)[0] == 200
+        slack.wait_for(lambda: results("env"), 30)
+        assert probe_app.post(click_body, "application/x-www-form-urlencoded", signed)[0] == 200
+        slack.wait_for(lambda: results("xid"), 30)
+        time.sleep(1.0)
+    rows = Store(probe_app.settings.state_db).audit_rows()  # type: ignore[attr-defined]
+    assert [(r["tool"], r["outcome"]) for r in rows if r["outcome"] == "started"] == [
+        ("env", "started"), ("xid", "started")]
+    assert len(results("env")) == 1 and len(results("xid")) == 1

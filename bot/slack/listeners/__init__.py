@@ -16,18 +16,37 @@ from bot.slack.listeners import actions, commands, mentions
 log = logging.getLogger(__name__)
 
 
+def once_key(body: dict[str, Any], request: BoltRequest) -> str | None:
+    """What makes a request unique, so a repeat is recognised: the event id of an event, the
+    trigger id of a slash command, button or dialog (a replay of a signed request carries the
+    same one), else the signed request itself (signature and timestamp)."""
+    if body.get("type") == "event_callback":
+        return f"event:{body['event_id']}" if body.get("event_id") else None
+    actions = body.get("actions") or [{}]
+    trigger = body.get("trigger_id")
+    if trigger:
+        kind = "action" if body.get("type") == "block_actions" else (
+            "view" if body.get("type") == "view_submission" else "command")
+        return f"{kind}:{trigger}:{actions[0].get('action_ts', '')}"
+    sig = (request.headers.get("x-slack-signature") or [""])[0]
+    stamp = (request.headers.get("x-slack-request-timestamp") or [""])[0]
+    return f"signed:{stamp}:{sig}" if sig else None
+
+
 def skip_repeats(deps: Deps) -> Callable[..., BoltResponse | None]:
-    """A global middleware: an event already received (Slack retries one it thinks was not
-    acknowledged, with X-Slack-Retry-Num, and Socket Mode may redeliver) is acknowledged
-    and dropped. Event ids are kept in the state database, so this holds across restarts."""
+    """A global middleware: a request already received is acknowledged and dropped. Slack
+    retries an event it thinks was not acknowledged (X-Slack-Retry-Num), Socket Mode may
+    redeliver, and a captured signed request can be replayed within the signature's five
+    minutes: none of them runs anything twice. The keys are kept in the state database, so
+    this holds across restarts and replicas sharing it."""
 
     def middleware(body: dict[str, Any], request: BoltRequest, next_: Callable[[], None]
                    ) -> BoltResponse | None:
-        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if event_id and not deps.store.claim_event(str(event_id)):
+        key = once_key(body, request)
+        if key and not deps.store.claim_event(key):
             retry_header: Sequence[str] = request.headers.get("x-slack-retry-num") or []
             retry = retry_header[0] if retry_header else body.get("retry_attempt")
-            log.info("skipping event %s: already received (retry %s)", event_id, retry)
+            log.info("skipping %s: already received (retry %s)", key, retry)
             return BoltResponse(status=200, body="")
         next_()
         return None
