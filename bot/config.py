@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     oncall_usergroup: str | None = None
     # `U1,U2` or a JSON list `["U1", "U2"]`.
     oncall_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Channels where diagnostics may run (`C1,C2`); empty: any channel the bot is in.
+    probe_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
     sqlite_path: Path | None = None
     # Rate limits, per `slack_rate_window_s` seconds.
     slack_asks_per_user: int = Field(default=30, gt=0)
@@ -90,7 +92,7 @@ class Settings(BaseSettings):
     slack_probes_per_node: int = Field(default=4, gt=0)
     slack_rate_window_s: float = Field(default=600.0, gt=0)
 
-    @field_validator("oncall_users", "agent_names", mode="before")
+    @field_validator("oncall_users", "agent_names", "probe_channels", mode="before")
     @classmethod
     def _user_list(cls, value: Any) -> Any:
         """Accept a comma- or space-separated string as well as a list."""

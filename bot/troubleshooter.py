@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -130,6 +131,40 @@ class AnalysisCache:
         return made
 
 
+class CircuitBreaker:
+    """After `threshold` LLM outages in a row (unreachable, timed out, out of time), the LLM
+    is skipped for `cooldown_s`: every answer is deterministic at once instead of waiting
+    for the same timeout again. The first answer after the cool-down tries the LLM again."""
+
+    def __init__(self, threshold: int = 3, cooldown_s: float = 120.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+        self.failures = 0
+        self.open_until = 0.0
+        self._lock = threading.Lock()
+
+    def allows(self) -> bool:
+        with self._lock:
+            return self.clock() >= self.open_until
+
+    def left_s(self) -> float:
+        return max(0.0, self.open_until - self.clock())
+
+    def record(self, outage: bool) -> None:
+        with self._lock:
+            if not outage:
+                self.failures = 0
+                return
+            self.failures += 1
+            if self.failures >= self.threshold:
+                self.open_until = self.clock() + self.cooldown_s
+                self.failures = 0
+
+
+#: Notes of a fallback answer that mean the LLM was not reachable or too slow.
+OUTAGE_NOTES = ("LLM unavailable (", "LLM answer abandoned")
+
+
 class Troubleshooter:
     """Answers questions about NCCL and distributed-training failures.
 
@@ -152,6 +187,7 @@ class Troubleshooter:
 
             self._agent_store = SqliteThreadStore(settings.state_db)
         self.analyses = AnalysisCache(analyzer or make_analyzer(settings), cache_size)
+        self.breaker = CircuitBreaker()
 
     # -- analysis -------------------------------------------------------------------------
 
@@ -186,6 +222,10 @@ class Troubleshooter:
             return Answer.failure(exc)
 
     def _answer(self, q: Question, confirm_probe: Any, agent_extra: dict[str, Any]) -> Answer:
+        if self.uses_llm and not self.breaker.allows():
+            note = (f"LLM skipped for {self.breaker.left_s():.0f} s more: it failed "
+                    f"{self.breaker.threshold} times in a row; this is the deterministic answer.")
+            return self._deterministic(q).with_notes(note)
         if self.uses_llm:
             respond = self._respond or _agent_respond()
             extra = dict(agent_extra)
@@ -194,10 +234,15 @@ class Troubleshooter:
             if self._chat_model is not None:
                 extra.setdefault("model", self._chat_model)
             # the agent reads its attachments itself; its fallback reuses this analysis
-            return respond(q.text, attachments=q.logs, thread_id=q.thread_id,
-                           settings=self.settings, confirm_probe=confirm_probe, lang=q.lang,
-                           analysis=(lambda: self.analysis(q)) if q.logs else None,
-                           **extra)
+            answer = respond(q.text, attachments=q.logs, thread_id=q.thread_id,
+                             settings=self.settings, confirm_probe=confirm_probe, lang=q.lang,
+                             analysis=(lambda: self.analysis(q)) if q.logs else None,
+                             **extra)
+            self.breaker.record(any(n.startswith(OUTAGE_NOTES) for n in answer.notes))
+            return answer
+        return self._deterministic(q)
+
+    def _deterministic(self, q: Question) -> Answer:
         analysis = self.analysis(q)
         if q.text.strip():
             from bot.ask import answer_question

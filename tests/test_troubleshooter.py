@@ -77,3 +77,33 @@ def test_without_an_llm_no_log_asks_for_one(tmp_path: Path) -> None:
     answer = ts.answer(Question(""))
     assert answer.verdict == "no_evidence" and "crash log" in answer.text
     assert Answer.model_validate_json(answer.to_json()) == answer
+
+
+def test_a_hung_or_unreachable_llm_trips_the_breaker(tmp_path: Path) -> None:
+    """After three outages in a row the LLM is skipped for the cool-down: answers come at
+    once, deterministic, saying why; after the cool-down it is tried again."""
+    pytest.importorskip("langchain_openai")
+    from bot.agent import respond as real_respond
+    from bot.troubleshooter import CircuitBreaker
+
+    calls: list[str] = []
+
+    def respond(question: str, **kw: Any) -> Answer:
+        calls.append(question)
+        return real_respond(question, **kw)
+
+    settings = load_settings(data_dir=tmp_path, llm_provider="openai", llm_model="m",
+                             llm_base_url="http://127.0.0.1:9/v1", llm_timeout_s=2)
+    now = [0.0]
+    ts = Troubleshooter(settings, respond=respond)
+    ts.breaker = CircuitBreaker(threshold=3, cooldown_s=60, clock=lambda: now[0])
+    for i in range(3):
+        out = ts.answer(Question(f"why {i}?", (str(SAMPLE),)))
+        assert any(n.startswith("LLM unavailable") for n in out.notes)
+    assert len(calls) == 3
+    skipped = ts.answer(Question("and now?", (str(SAMPLE),)))
+    assert len(calls) == 3 and skipped.root_causes[0].category == "rank_crashed"
+    assert any(n.startswith("LLM skipped for 60 s") for n in skipped.notes)
+    now[0] = 61.0
+    ts.answer(Question("again?", (str(SAMPLE),)))
+    assert len(calls) == 4

@@ -42,6 +42,10 @@ def _import_provider(module: str, package: str) -> Any:
         raise ProviderError(f"{package} is not installed (pip install 'ncclbot[llm]')") from exc
 
 
+#: Seconds to wait for the LLM endpoint to accept a connection.
+CONNECT_TIMEOUT_S = 5.0
+
+
 def make_chat_model(settings: Settings) -> BaseChatModel | None:
     """The configured provider's chat model, or None when no LLM is configured."""
     provider = settings.llm_provider
@@ -55,9 +59,15 @@ def make_chat_model(settings: Settings) -> BaseChatModel | None:
             raise ProviderError("set NCCLBOT_LLM_API_KEY for a hosted endpoint, or "
                                 "NCCLBOT_LLM_BASE_URL for a local one")
         openai = _import_provider("langchain_openai", "langchain-openai")
+        import httpx
+
+        # an endpoint that does not even accept the connection fails in seconds, not after
+        # the whole per-call timeout
+        timeout = httpx.Timeout(settings.llm_timeout_s,
+                                connect=min(CONNECT_TIMEOUT_S, settings.llm_timeout_s))
         chat: BaseChatModel = openai.ChatOpenAI(
             model=settings.llm_model, base_url=settings.llm_base_url,
-            api_key=key or "not-needed", timeout=settings.llm_timeout_s, max_retries=0,
+            api_key=key or "not-needed", timeout=timeout, max_retries=0,
             max_tokens=settings.llm_max_tokens, temperature=0, use_responses_api=False)
         return chat
     if provider == "ollama":

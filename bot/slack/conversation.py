@@ -11,7 +11,7 @@ from typing import Any
 from bot.contract import Answer
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
-from bot.slack.files import Download, Rejected, download, human, precheck
+from bot.slack.files import Download, Rejected, download, file_url_refused, human, precheck
 from bot.slack.lang import choose
 from bot.slack.progress import StatusMessage
 from bot.slack.store import LogRef, thread_id
@@ -176,6 +176,9 @@ class Conversation:
             status.update(f"reading {len(todo)} log(s), {human(total)}…", force=True)
         for f in todo:
             url = str(f.get("url_private_download") or f.get("url_private") or "")
+            if why := file_url_refused(url, d.settings.slack_api_url):
+                rejected.append(Rejected(f.get("name") or f["id"], why))
+                continue
             got = download(url, d.bot_token, f.get("name") or f["id"], d.files_dir, cap, progress)
             if isinstance(got, Rejected):
                 rejected.append(got)

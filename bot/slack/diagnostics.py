@@ -44,6 +44,9 @@ class Diagnostics:
             params = params_for(tool, preset)
         except NcclbotError as exc:
             return refuse("invalid", f":x: {exc.message} {exc.hint or ''}".strip())
+        if d.settings.probe_channels and channel not in d.settings.probe_channels:
+            allowed = ", ".join(f"<#{c}>" for c in d.settings.probe_channels)
+            return refuse("channel", f":no_entry: Diagnostics run only in {allowed}; ask there.")
         if not d.authz.allowed(user):
             return refuse("refused", self.refusal(node, tool))
         if reason := d.limits.probe(user, node):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bot.logs.sources import looks_binary
 from tools.units import format_size
@@ -125,10 +126,29 @@ def precheck(file: dict[str, Any], max_bytes: int) -> str | None:
     return None
 
 
+def file_url_refused(url: str, api_url: str | None = None) -> str | None:
+    """Why the bot must not fetch `url` with its token, or None when it may: only https
+    URLs on Slack's own hosts (files.slack.com and the like), or the origin of a configured
+    Slack API override (a local Slack in tests). The bot token never goes anywhere else."""
+    parts = urlsplit(url)
+    if api_url:
+        own = urlsplit(api_url)
+        if (parts.scheme, parts.netloc) == (own.scheme, own.netloc):
+            return None
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "https":
+        return "has no https download URL"
+    if parts.username or parts.password or not (host == "slack.com"
+                                                 or host.endswith(".slack.com")):
+        return "is not hosted by Slack (not downloaded)"
+    return None
+
+
 def download(url: str, token: str, name: str, dest_dir: Path, max_bytes: int,
              on_bytes: Callable[[int], None] | None = None, timeout: float = 60.0
              ) -> Download | Rejected:
-    """Stream one private file to disk with the bot token; reject binary or oversized files."""
+    """Stream one private file to disk with the bot token; reject binary or oversized files
+    (the caller checks the URL with `file_url_refused` first)."""
     if not url.startswith(("https://", "http://")):
         return Rejected(name, "has no downloadable http(s) URL")
     dest_dir.mkdir(parents=True, exist_ok=True)

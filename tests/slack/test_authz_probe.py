@@ -179,3 +179,21 @@ def test_a_replayed_slash_command_or_button_runs_nothing_twice(
     assert [(r["tool"], r["outcome"]) for r in rows if r["outcome"] == "started"] == [
         ("env", "started"), ("xid", "started")]
     assert len(results("env")) == 1 and len(results("xid")) == 1
+
+
+def test_probes_only_in_allowed_channels_and_malformed_buttons_audited(
+        slack: FakeSlack, probe_settings: Any, make_app: Any) -> None:
+    from bot.slack.store import Store
+
+    settings = probe_settings(probe_channels=["COPS"], oncall_users=[ONCALL])
+    app, _ = make_app(settings, http=True)
+    with serving(app, settings) as poster:
+        poster.command("env gpu-node07", user=ONCALL, channel="CRANDOM")
+        told = slack.wait_call("chat.postEphemeral", lambda p: "only in" in p["text"])
+        assert "<#COPS>" in told["text"]
+        message = {"channel": "COPS", "ts": "53.1", "thread_ts": "53.1"}
+        poster.action(click("ncclbot_probe:0", "{not json", ONCALL, message))
+        slack.wait_call("chat.postEphemeral", lambda p: "malformed" in p["text"])
+    rows = Store(settings.state_db).audit_rows()
+    assert [(r["channel"], r["outcome"]) for r in rows] == [("CRANDOM", "channel"),
+                                                           ("COPS", "invalid")]

@@ -319,3 +319,15 @@ def test_first_messages_of_real_answers_stay_within_the_limits() -> None:
                 assert not cjk.search(text), (inc.id, text)  # English only
             elif answer.root_causes:
                 assert cjk.search(r.blocks[0]["text"]["text"]), inc.id  # a Chinese headline
+
+
+def test_the_bot_token_only_goes_to_slack_hosts() -> None:
+    from bot.slack.files import file_url_refused
+
+    assert file_url_refused("https://files.slack.com/files-pri/T1-F1/download/a.log") is None
+    assert file_url_refused("http://127.0.0.1:8080/files-pri/x", "http://127.0.0.1:8080/api/") \
+        is None  # a configured local Slack
+    for bad in ("file:///etc/passwd", "http://files.slack.com/x", "https://evil.example/x",
+                "https://files.slack.com.evil.example/x", "https://user:pw@files.slack.com/x",
+                "http://127.0.0.1:9999/x"):
+        assert file_url_refused(bad, "http://127.0.0.1:8080/api/") is not None, bad

@@ -31,6 +31,8 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
             v = json.loads(action.get("value") or "{}")
             node, tool, preset = str(v["node"]), str(v.get("tool", "probe")), v.get("preset")
         except (ValueError, KeyError, TypeError):
+            deps.store.audit(user, channel, "?", "?", None, "invalid",
+                             f"malformed button: {str(action.get('value'))[:200]}")
             ephemeral(client, channel, user, "That button is malformed; ask again.", respond)
             return
         diag.run(client, user, channel, thread_ts, node, tool, preset, respond)
