@@ -7,6 +7,8 @@ the app, and writes exactly one audit line per request, allowed or not.
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -33,7 +35,20 @@ class TooLargeError(Exception):
     pass
 
 
+#: A Host header: a name or address and an optional port, nothing else (no userinfo).
+_AUTHORITY = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$")
+#: Seconds a client may take to send a request's body.
+BODY_TIMEOUT_S = 10.0
+#: Requests whose signature is not checked yet (reading or verifying) at any one time;
+#: past that, more get a 503 (audited) instead of crowding out signed ones.
+MAX_UNVERIFIED = 32
+#: Longest value of one audit field.
+AUDIT_FIELD_MAX = 200
+
+
 def _split(authority: str) -> tuple[str, int | None] | None:
+    if not _AUTHORITY.match(authority):
+        return None
     try:
         parts = urlsplit("//" + authority)
         return (parts.hostname or "", parts.port)
@@ -81,6 +96,7 @@ class Guard:
         self.nonces, self.max_body = nonces, max_body
         self.targets = targets or TargetCheck()
         self.not_before = (time.time() if started is None else started) - START_SKEW_S
+        self.unverified = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,8 +107,10 @@ class Guard:
                    for k, v in scope.get("headers", [])}
         method, path = scope["method"], scope["path"]
         query = scope.get("query_string", b"").decode("latin-1")
+        # until the signature is checked, the user is only what the request claims
         record: dict[str, Any] = {
-            "method": method, "path": path, "user": headers.get("x-ncclbot-user"),
+            "method": method, "path": path, "user": None,
+            "claimed_user": headers.get("x-ncclbot-user"),
             "remote": (scope.get("client") or ("?", 0))[0]}
         status = {"code": 0}
         audited = {"done": False}
@@ -112,13 +130,26 @@ class Guard:
                 finish()
             await send(message)
 
+        if self.unverified >= MAX_UNVERIFIED:
+            await self._deny(scope, receive, send_wrapper, 503,
+                             "too many unauthenticated requests in flight", record)
+            finish()
+            return
+        self.unverified += 1
         try:
-            body = await self._read_body(headers, receive)
+            body = await asyncio.wait_for(self._read_body(headers, receive), BODY_TIMEOUT_S)
         except TooLargeError:
             await self._deny(scope, receive, send_wrapper, 413,
                              f"request body over {self.max_body} bytes", record)
             finish()
             return
+        except TimeoutError:
+            await self._deny(scope, receive, send_wrapper, 408,
+                             f"request body not sent within {BODY_TIMEOUT_S:g} s", record)
+            finish()
+            return
+        finally:
+            self.unverified -= 1
         if not (method == "GET" and path in PUBLIC_PATHS):
             try:
                 signed_path = f"{path}?{query}" if query else path
@@ -130,6 +161,7 @@ class Guard:
                                     "this agent (a request for another node?); if the bot "
                                     "reaches this agent by another name, start it with --name")
                 record["user"] = v.user
+                record.pop("claimed_user", None)
             except AuthError as exc:
                 await self._deny(scope, receive, send_wrapper, 401, str(exc), record)
                 finish()
@@ -173,5 +205,7 @@ class Guard:
         await JSONResponse({"detail": reason}, status_code=code)(scope, receive, send)
 
     def _audit(self, record: dict[str, Any], status: dict[str, int], start: float) -> None:
-        self.audit.write(**record, status=status["code"],
+        bounded = {k: (v[:AUDIT_FIELD_MAX] + "…" if isinstance(v, str)
+                       and len(v) > AUDIT_FIELD_MAX else v) for k, v in record.items()}
+        self.audit.write(**bounded, status=status["code"],
                          duration_ms=round((time.monotonic() - start) * 1000, 1))

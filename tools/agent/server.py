@@ -51,4 +51,6 @@ def serve(settings: Any, host: str, port: int, audit_log: Path | None = None,
     except ValueError as exc:
         raise StartError(str(exc)) from exc
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                timeout_keep_alive=5, limit_concurrency=64, server_header=False, **tls)
+                # idle or slow sockets must not crowd out signed requests: the cap on
+                # connections is high, and the guard bounds unauthenticated work itself
+                timeout_keep_alive=5, limit_concurrency=1024, server_header=False, **tls)
