@@ -207,11 +207,14 @@ class Troubleshooter:
     # -- answering ------------------------------------------------------------------------
 
     def answer(self, question: Question, *, confirm_probe: Any = None, strict: bool = False,
-               **agent_extra: Any) -> Answer:
+               llm: bool | None = None, **agent_extra: Any) -> Answer:
         """The answer; never raises, except bad input with `strict` (the CLI prints that
         in one line). `confirm_probe(proposal) -> bool` is asked before the agent runs a
-        probe it proposed; `agent_extra` goes to `bot.agent.respond`."""
+        probe it proposed; `llm=False` answers deterministically even when an LLM is
+        configured (Slack posts that first); `agent_extra` goes to `bot.agent.respond`."""
         try:
+            if llm is False:
+                return self._deterministic(question)
             return self._answer(question, confirm_probe, agent_extra)
         except NcclbotError as exc:
             if strict:

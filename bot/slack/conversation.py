@@ -86,7 +86,10 @@ class Conversation:
             if old_id is None or stored is None:
                 # New logs without a word: they answer the thread's last question.
                 asked = question or (ctx.questions[-1] if new and ctx.questions else "")
-                answer = self._answer(asked, refs, key, status, thread_id(channel, thread_ts))
+                # with an LLM, the deterministic answer is posted first and the LLM's
+                # account follows in the thread when (if) it comes
+                answer = self._answer(asked, refs, key, status, thread_id(channel, thread_ts),
+                                      llm=False if d.troubleshooter.uses_llm else None)
                 answer_id = d.store.save_answer(channel, thread_ts, answer, key)
             else:
                 answer, answer_id = stored, old_id
@@ -98,6 +101,8 @@ class Conversation:
             rendered = message.first_message(answer, lang, answer_id, notes, more_causes=more)
             status.finish(rendered)
             self._remember(channel, thread_ts, question, answer_id, answer, key if refs else None)
+            if d.troubleshooter.uses_llm and stored is None:
+                self._llm_follows(client, channel, thread_ts, asked, refs, key, lang)
         except Exception:
             log.exception("answering failed")
             status.finish(blocks.message(
@@ -105,7 +110,7 @@ class Conversation:
                 "Try again, or run `ncclbot analyze` on the log."))
 
     def _answer(self, question: str, refs: list[LogRef], key: str, status: StatusMessage,
-                thread_id: str) -> Answer:
+                thread_id: str, llm: bool | None = None) -> Answer:
         """The answer to `question` over the thread's logs, analyzed once per set of logs."""
         d = self.deps
         q = Question(question, tuple(r.path for r in refs), thread_id,
@@ -115,7 +120,29 @@ class Conversation:
                           force=True)
         else:
             status.update("looking for an answer…", force=True)
-        return d.troubleshooter.answer(q)
+        return d.troubleshooter.answer(q, llm=llm)
+
+    def _llm_follows(self, client: Any, channel: str, thread_ts: str, question: str,
+                     refs: list[LogRef], key: str, lang: str) -> None:
+        """The LLM agent's account of the same logs and question, as a thread reply (nothing
+        when the LLM was unavailable: the deterministic answer already stands)."""
+        d = self.deps
+        q = Question(question, tuple(r.path for r in refs), thread_id(channel, thread_ts),
+                     logs_key=key if refs else None)
+        answer = d.troubleshooter.answer(q)
+        if answer.llm is None or not answer.llm.used:
+            return
+        answer_id = d.store.save_answer(channel, thread_ts, answer, key)
+        reply = message.follow_up_message(answer.explanation or answer.summary, lang, "",
+                                          [c.card for c in answer.citations][:3])
+        # the agent's proposals become buttons here, with details and feedback
+        actions = message.first_buttons(answer, answer_id, message.primary(lang), False)
+        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=reply.text,
+                                blocks=[*reply.blocks, actions])
+        ctx = d.store.context(channel, thread_ts)
+        ctx.last_answer_id = answer_id
+        ctx.candidates = merge_candidates(ctx.candidates, answer)
+        d.store.save_context(channel, thread_ts, ctx)
 
     def _follow_up(self, question: str, previous: Answer, refs: list[LogRef], key: str,
                    status: StatusMessage, channel: str, thread_ts: str, answer_id: str,
