@@ -24,8 +24,16 @@ from bot.knowledge.cards import Card, card_files, load_cards
 from bot.knowledge.incidents import Incident, incident_files, load_incidents
 from bot.logs import salient
 from bot.logs.analyze import analyzer_for
+from bot.logs.flight_recorder import (
+    MAX_DUMP_BYTES,
+    DumpError,
+    FrDump,
+    analyze_dumps,
+    looks_like_dump,
+    parse_dump,
+)
 from bot.logs.model import LogReport
-from bot.logs.sources import Limits, LogSource, expand_inputs
+from bot.logs.sources import Limits, LogSource, SourceStats, expand_inputs
 from bot.retrieval import tokenize
 
 T = TypeVar("T")
@@ -109,9 +117,53 @@ def analyze_sources(
     cache = settings.cache_dir if settings else None
     cards = list(cards if cards is not None else knowledge_for(cache)[0])
     limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
-    report = analyzer_for(cards, cache).analyze(sources, limits)
+    dumps, texts, dump_stats = split_dumps(sources)
+    if texts or not dumps:
+        report = analyzer_for(cards, cache).analyze(texts, limits)
+    else:
+        report = LogReport(engine="flight-recorder")
+    report.sources += dump_stats
+    report.flight_recorder = analyze_dumps(dumps)
     index = bundled_index(cache) if report.shows_failure else None
     return report, diagnose(report, cards, incidents=index)
+
+
+def split_dumps(sources: Sequence[LogSource]) -> tuple[list[FrDump], list[LogSource],
+                                                        list[SourceStats]]:
+    """Flight Recorder dumps (read and checked) apart from text logs; a dump that cannot be
+    used is skipped with a note on its source."""
+    dumps: list[FrDump] = []
+    texts: list[LogSource] = []
+    stats: list[SourceStats] = []
+    for src in sources:
+        if not src.closeable:  # stdin: a text log
+            texts.append(src)
+            continue
+        try:
+            with src.opener() as fh:
+                head = fh.read(8192)
+        except OSError:
+            texts.append(src)  # the text reader says what went wrong
+            continue
+        if not looks_like_dump(head, src.name):
+            texts.append(src)
+            continue
+        stats.append(src.stats)
+        try:
+            with src.opener() as fh:
+                data = fh.read(MAX_DUMP_BYTES + 1)
+            dump = parse_dump(data, src.name)
+        except (OSError, DumpError) as exc:
+            src.stats.problems.append(f"skipped: {exc}")
+            continue
+        src.stats.bytes_read = len(data)
+        src.stats.problems += dump.notes
+        if dump.rank is None:
+            src.stats.problems.append("skipped: the rank is not in the file name (torch "
+                                      "writes one dump per rank, the rank last)")
+            continue
+        dumps.append(dump)
+    return dumps, texts, stats
 
 
 def analyze_paths(

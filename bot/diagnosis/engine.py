@@ -141,6 +141,13 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     given, are used instead of querying it (the benchmark reuses one query across settings)."""
     fusion = fusion or Fusion()
     cr = analyze_ranks(report)
+    # the ranks Flight Recorder dumps single out come first
+    # (their hosts from the text logs of the same job, when given)
+    fr_suspects = [Suspect(r, report.ranks[r].host if r in report.ranks else None, f.text, 1.0)
+                   for f in report.flight_recorder for r in f.ranks]
+    if fr_suspects:
+        cr.suspects = [*fr_suspects, *(s for s in cr.suspects
+                                       if s.rank not in {x.rank for x in fr_suspects})]
     sigs = [*signals(report, cr), *extra]
     card_scores = card_signature_scores(report)
     by_id = {c.id: c for c in cards}

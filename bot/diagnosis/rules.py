@@ -675,5 +675,25 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def flight_recorder(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """Flight Recorder dumps: ranks calling different collectives at one sequence id are a
+    desync; a rank that never entered a collective the others entered skipped it (a code
+    path or uneven data on that rank), or was stuck or dead before it."""
+    out = []
+    for f in report.flight_recorder:
+        ev = [Evidence(f.dump, 0, f.text, f.ranks[0] if f.ranks else None)]
+        if f.kind == "mismatch":
+            out.append(Signal("collective_mismatch", 0.85, "the Flight Recorder dumps show "
+                              "ranks calling different collectives at the same point", ev))
+        else:
+            out += [Signal("collective_mismatch", 0.5, "a rank never entered a collective the "
+                           "others entered (Flight Recorder)", ev),
+                    Signal("straggler_or_imbalance", 0.35, "a rank fell behind the others "
+                           "(Flight Recorder)", ev),
+                    Signal("rank_crashed", 0.25, "a rank stopped before a collective the others "
+                           "entered (Flight Recorder)", ev)]
+    return out
+
+
 def signals(report: LogReport, cr: CrossRank) -> list[Signal]:
-    return [s for rule in RULES for s in rule(report, cr)]
+    return [s for rule in (*RULES, flight_recorder) for s in rule(report, cr)]

@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bot.logs.flight_recorder import FrFinding
 from bot.logs.salient import SalientLines
 from bot.logs.sources import SourceStats
 
@@ -122,6 +123,8 @@ class LogReport:
     hosts: set[str] = field(default_factory=set)
     #: distinct normalised error-ish lines, for comparing with past incidents
     salient: SalientLines[Evidence] = field(default_factory=SalientLines)
+    #: what Flight Recorder dumps given with the logs show (`bot.logs.flight_recorder`)
+    flight_recorder: list[FrFinding] = field(default_factory=list)
 
     def add_fact(self, fact: Fact) -> None:
         self.counts[fact.kind] += 1
@@ -154,7 +157,8 @@ class LogReport:
     @property
     def shows_failure(self) -> bool:
         """Evidence of a failure: a fact or signature, or a kept line that reports one."""
-        return self.evidence_found or self.salient.reports_failure()
+        return (self.evidence_found or self.salient.reports_failure()
+                or bool(self.flight_recorder))
 
     @property
     def evidence_found(self) -> bool:

@@ -21,6 +21,8 @@ from bot.errors import InputError
 CHUNK = 1 << 22  # 4 MiB
 #: The expansion ratio is only judged past this many decompressed bytes.
 RATIO_FROM = 64 * 2**20
+#: At most this many files are read from a directory given as input.
+MAX_DIR_FILES = 4096
 #: How far into a file text is looked for after a binary start.
 TEXT_SEARCH = 1 << 20
 ATTACH_HINT = (
@@ -87,11 +89,13 @@ def expand_inputs(paths: Iterable[str], stdin: BinaryIO | None = None) -> list[L
             sources.append(LogSource("<stdin>", _given(stream), closeable=False))
             continue
         path = Path(raw)
-        if path.is_dir():
-            raise InputError(
-                f"{raw} is a directory",
-                hint="Pass the log files inside it, e.g. `ncclbot analyze logs/*.log`.",
-            )
+        if path.is_dir():  # a job's folder: every file in it (logs, Flight Recorder dumps)
+            inside = sorted(p for p in path.rglob("*") if p.is_file()
+                            and not p.name.startswith("."))[:MAX_DIR_FILES]
+            if not inside:
+                raise InputError(f"{raw} is a directory with no files in it", hint=ATTACH_HINT)
+            sources += expand_inputs([str(p) for p in inside], stdin)
+            continue
         if not path.exists():
             raise InputError(f"{raw}: no such file", hint=ATTACH_HINT)
         try:

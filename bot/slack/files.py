@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bot.logs.flight_recorder import looks_like_dump
 from bot.logs.sources import looks_binary
 from tools.units import format_size
 
-LOG_SUFFIXES = (".log", ".txt", ".gz", ".zip", ".out", ".err")
+LOG_SUFFIXES = (".log", ".txt", ".gz", ".zip", ".out", ".err", ".pkl", ".pickle", ".json")
+#: Flight Recorder dumps as torch names them (`TORCH_FR_DUMP_TEMP_FILE` + rank).
+DUMP_NAME = re.compile(r"(?:fr|nccl)_trace|trace_rank|flight_?recorder", re.IGNORECASE)
 CHUNK = 1 << 20
 
 
@@ -119,8 +122,9 @@ def precheck(file: dict[str, Any], max_bytes: int) -> str | None:
     lower = name.lower()
     is_text = file.get("filetype") in ("text", "log") or str(
         file.get("mimetype", "")).startswith("text/")
-    if not lower.endswith(LOG_SUFFIXES) and not is_text:
-        return "is not a log file (accepted: .log .txt .gz .zip)"
+    if not lower.endswith(LOG_SUFFIXES) and not is_text and not DUMP_NAME.search(lower):
+        return ("is not a log file (accepted: .log .txt .gz .zip, and Flight Recorder dumps "
+                "such as fr_trace_<rank>)")
     if size > max_bytes:
         return f"is {human(size)}, over the {human(max_bytes)} limit; attach a .gz or an excerpt"
     return None
@@ -166,7 +170,8 @@ def download(url: str, token: str, name: str, dest_dir: Path, max_bytes: int,
             while chunk := resp.read(CHUNK):
                 if first:
                     first = False
-                    if not chunk.startswith((b"\x1f\x8b", b"PK\x03\x04")) and looks_binary(chunk):
+                    if (not chunk.startswith((b"\x1f\x8b", b"PK\x03\x04"))
+                            and not looks_like_dump(chunk, name) and looks_binary(chunk)):
                         return Rejected(name, "looks like a binary file, not a text log")
                 size += len(chunk)
                 if size > max_bytes:
