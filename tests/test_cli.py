@@ -48,7 +48,9 @@ def test_bad_inputs_get_messages_not_tracebacks(tmp_path):
         (["analyze", str(binary)], "binary"),
         (["analyze", str(empty)], "empty"),
         (["analyze", str(tmp_path / "missing.log")], "no such file"),
-        (["analyze", str(tmp_path)], "directory"),
+        # a folder is read as a job's folder: here only a binary and an empty file
+        (["analyze", str(tmp_path)], "nothing to analyze"),
+        (["analyze", str(tmp_path / "nodir") + "/"], "no such file"),
     ):
         out = _run(*args)
         err = out.stderr.decode()
