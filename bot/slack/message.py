@@ -27,7 +27,6 @@ from bot.slack.blocks import (
     Rendered,
     assemble,
     button,
-    clip,
     code,
     context,
     esc,
@@ -106,7 +105,7 @@ def cause_title(rc: RootCauseOut, lg: Lang) -> str:
 
 
 def headline(answer: Answer, lg: Lang) -> str:
-    """The verdict in plain words (the header and the notification text)."""
+    """The verdict in plain words, with the suspect (the header and the notification)."""
     w = WORDS[lg]
     if answer.verdict == "error":
         return w["error"] if lg == "zh" else answer.summary or w["error"]
@@ -115,7 +114,24 @@ def headline(answer: Answer, lg: Lang) -> str:
     rc = answer.root_causes[0]
     word = w[rc.certainty or "weak"] if answer.verdict == "diagnosed" else w["unknown"]
     sep = "：" if lg == "zh" else ": "
-    return clip(f"{word}{sep}{cause_title(rc, lg)}", HEADER_MAX)[0].replace("\n…", "…")
+    who = suspect_name(answer, lg)
+    tail = f" — {who}" if who else ""
+    title = cause_title(rc, lg)
+    room = HEADER_MAX - len(word) - len(sep) - len(tail)
+    if len(title) > room:
+        title = title[: max(10, room - 1)].rstrip() + "…"
+    return f"{word}{sep}{title}{tail}"[:HEADER_MAX]
+
+
+def suspect_name(answer: Answer, lg: Lang) -> str:
+    """`rank 5 on gpu-node-17` (`gpu-node-17 上的 rank 5`), or empty without a suspect."""
+    if not answer.diagnosis.suspects:
+        return ""
+    s = answer.diagnosis.suspects[0]
+    rank = f"rank {s.rank}" if s.rank is not None else ""
+    if lg == "zh":
+        return f"{s.host} 上的 {rank}" if s.host and rank else (s.host or rank)
+    return " on ".join(x for x in (rank, s.host or "") if x)
 
 
 def short_reason(reason: str) -> str:

@@ -33,6 +33,7 @@ def test_mention_with_log_gets_threaded_answer(slack: FakeSlack, http_app: Poste
     shown = message_text(answer["blocks"])
     # a short first message in one language: verdict and suspect up front, three steps
     assert answer["blocks"][0]["type"] == "header" and len(shown) <= FIRST_MAX
+    assert "rank 2 on gpu-node07" in answer["blocks"][0]["text"]["text"]  # suspect in header
     assert "rank_crashed" in shown and "rank 2 on gpu-node07" in shown
     assert "What to do" in shown and "建议步骤" not in shown and "Sources" not in shown
     # buttons: details, other causes, the other language, the suspect's node, feedback
