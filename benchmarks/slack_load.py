@@ -15,7 +15,6 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.config import load_settings  # noqa: E402
-from bot.slack.answering import warm  # noqa: E402
-from bot.slack.app import create_app, shutdown  # noqa: E402
+from bot.slack.app import build_deps, create_app, shutdown, web_client  # noqa: E402
 from bot.slack.serve import http_server  # noqa: E402
 from tests.slack.conftest import SECRET, Poster, crash_log  # noqa: E402
 from tests.slack.fake_slack import BOT_TOKEN, FakeSlack  # noqa: E402
@@ -42,7 +40,7 @@ def big_log(mb: int) -> bytes:
 
 def answered(slack: FakeSlack, thread_ts: str) -> int:
     return sum(1 for c in slack.of("chat.update")
-               if c.params.get("ts") and "ncclbot_feedback_up" in json.dumps(c.params.get("blocks"))
+               if c.params.get("ts") and "ncclbot_details" in json.dumps(c.params.get("blocks"))
                and slack.messages.get(("C1", c.params["ts"]), {}).get("thread_ts") == thread_ts)
 
 
@@ -56,11 +54,12 @@ def main() -> int:
     with FakeSlack() as slack, tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=SECRET,
                                  slack_api_url=slack.api_url, data_dir=Path(tmp))
-        app = create_app(settings, http=True)
-        warm_s = warm(settings)
+        client = web_client(settings)
+        deps = build_deps(settings, client)
+        app = create_app(settings, client, http=True, deps=deps)
+        warm_s = deps.troubleshooter.warm()
         server = http_server(app, "127.0.0.1", 0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        poster = Poster(f"http://127.0.0.1:{server.server_address[1]}/slack/events")
+        poster = Poster(f"http://127.0.0.1:{server.port}/slack/events")
         files = [slack.add_file(f"rank{i}.log", data) for i in range(args.mentions)]
         sent: dict[str, float] = {}
         acks: list[float] = []
@@ -87,7 +86,7 @@ def main() -> int:
         deadline = t_start + args.timeout
         while len(done) < len(sent) and time.monotonic() < deadline:
             for c in slack.of("chat.update"):
-                if "ncclbot_feedback_up" not in json.dumps(c.params.get("blocks")):
+                if "ncclbot_details" not in json.dumps(c.params.get("blocks")):
                     continue
                 thread = slack.messages.get(("C1", c.params["ts"]), {}).get("thread_ts")
                 if thread in sent and thread not in done:
@@ -96,7 +95,7 @@ def main() -> int:
         wall = time.monotonic() - t_start
         time.sleep(1.0)
         counts = {ts: answered(slack, ts) for ts in sent}
-        server.shutdown()
+        server.stop()
         shutdown(app, wait=False)
     lost = [ts for ts, n in counts.items() if n == 0]
     twice = [ts for ts, n in counts.items() if n > 1]
