@@ -23,6 +23,12 @@ from bot.knowledge.taxonomy import category
 from bot.logs.crossrank import describe
 from bot.logs.model import LogReport
 
+#: A candidate's certainty in words, per language (the Slack message and the terminal).
+CERTAINTY_WORDS: dict[str, dict[str, str]] = {
+    "en": {"likely": "Likely", "possible": "Possibly", "weak": "Unclear"},
+    "zh": {"likely": "很可能", "possible": "可能", "weak": "不确定"},
+}
+
 NEXT_STEPS = {
     "en": [
         "Attach the log of every rank (or at least of the rank that failed first), not only rank 0.",

@@ -140,22 +140,26 @@ def split_dumps(sources: Sequence[LogSource]) -> tuple[list[FrDump], list[LogSou
             texts.append(src)
             continue
         try:
-            with src.opener() as fh:
-                head = fh.read(8192)
+            fh = src.opener()
         except OSError:
             texts.append(src)  # the text reader says what went wrong
             continue
-        if not looks_like_dump(head, src.name):
-            texts.append(src)
-            continue
-        stats.append(src.stats)
-        try:
-            with src.opener() as fh:
-                data = fh.read(MAX_DUMP_BYTES + 1)
-            dump = parse_dump(data, src.name)
-        except (OSError, DumpError) as exc:
-            src.stats.problems.append(f"skipped: {exc}")
-            continue
+        with fh:
+            try:
+                head = fh.read(8192)
+            except OSError:
+                texts.append(src)
+                continue
+            if not looks_like_dump(head, src.name):
+                texts.append(src)
+                continue
+            stats.append(src.stats)
+            try:  # a dump is read on from the same handle
+                data = head + fh.read(MAX_DUMP_BYTES + 1 - len(head))
+                dump = parse_dump(data, src.name)
+            except (OSError, DumpError) as exc:
+                src.stats.problems.append(f"skipped: {exc}")
+                continue
         src.stats.bytes_read = len(data)
         src.stats.problems += dump.notes
         if dump.rank is None:

@@ -8,6 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from bot.answer import CERTAINTY_WORDS
 from bot.contract import Answer
 
 _LANG_TITLE = {"en": "Remediation", "zh": "处理步骤"}
@@ -24,7 +25,6 @@ _HEADINGS = {
 }
 
 
-_WORDS = {"likely": "很可能", "possible": "可能", "weak": "不确定"}
 
 
 def headline(answer: Answer) -> str:
@@ -37,7 +37,7 @@ def headline(answer: Answer) -> str:
     rc = answer.root_causes[0]
     word = "不确定"
     if answer.verdict == "diagnosed":
-        word = _WORDS.get(rc.certainty or "weak", word)
+        word = CERTAINTY_WORDS["zh"].get(rc.certainty or "weak", word)
     title = rc.title.get("zh") or rc.category_name.get("zh") or rc.category
     text = f"{word}：{rc.category}（{rc.confidence:.0%}）- {title}。"
     if answer.diagnosis.suspects:

@@ -18,7 +18,6 @@ from bot.contract import Answer, RootCauseOut
 
 MAX_TEXT = 3000
 MAX_BLOCKS = 50
-MAX_CAUSES = 3
 MAX_EVIDENCE = 3
 MAX_LINE = 400
 

@@ -110,10 +110,10 @@ class Conversation:
                 "Try again, or run `ncclbot analyze` on the log."))
 
     def _answer(self, question: str, refs: list[LogRef], key: str, status: StatusMessage,
-                thread_id: str, llm: bool | None = None) -> Answer:
+                tid: str, llm: bool | None = None) -> Answer:
         """The answer to `question` over the thread's logs, analyzed once per set of logs."""
         d = self.deps
-        q = Question(question, tuple(r.path for r in refs), thread_id,
+        q = Question(question, tuple(r.path for r in refs), tid,
                      logs_key=key if refs else None)
         if not d.troubleshooter.has_analysis(q):
             status.update(f"analyzing {len(refs)} log(s), {human(sum(r.size for r in refs))}…",

@@ -17,12 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.answer import CERTAINTY_WORDS
 from bot.contract import Answer, Lang, RootCauseOut
+from bot.followup import MAX_CHARS
 from bot.slack.blocks import (
     ACTION_DOWN,
     ACTION_OTHER,
     ACTION_PROBE,
     ACTION_UP,
+    MAX_EVIDENCE,
     MAX_LINE,
     Rendered,
     assemble,
@@ -38,36 +41,32 @@ from tools.units import format_size
 
 #: The first message's text (header, sections, context), in characters.
 FIRST_MAX = 800
-#: A follow-up reply's text, in characters.
-FOLLOW_UP_MAX = 600
+#: A follow-up reply's text, in characters (the reply's own bound).
+FOLLOW_UP_MAX = MAX_CHARS
 HEADER_MAX = 150
 ACTION_DETAILS = "ncclbot_details"
 ACTION_LANG = "ncclbot_other_language"
 
 WORDS: dict[str, dict[str, str]] = {
-    "en": {"likely": "Likely", "possible": "Possibly", "weak": "Unclear",
-           "unknown": "Unclear", "suspect": "Suspect", "on": "on", "steps": "What to do",
-           "seen": "Seen before", "fix": "fixed by", "details": "Details",
+    "en": {**CERTAINTY_WORDS["en"],
+           "unknown": "Unclear", "suspect": "Suspect", "steps": "What to do",
+           "seen": "Seen before", "details": "Details",
            "other": "Other possible causes", "switch": "中文", "no_evidence":
            "No failure evidence found in the log.", "error": "I could not answer that.",
            "more": "Evidence, all steps, verify steps and sources: *Details*.",
-           "evidence": "Evidence", "verify": "Verify", "sources": "Sources",
+           "verify": "Verify", "sources": "Sources",
            "suspects": "Suspects", "ranks": "Ranks", "next": "What would help",
            "steps_all": "Steps", "confidence": "confidence", "helpful": "👍 Helpful",
-           "not_helpful": "👎 Not helpful", "from": "From the thread's answer",
-           "no_match": "I found nothing in this thread's answer about that. Attach more logs, "
-                       "or ask about its steps, its cause or how to verify the fix."},
-    "zh": {"likely": "很可能", "possible": "可能", "weak": "不确定", "unknown": "不确定",
-           "suspect": "可疑", "on": "上的", "steps": "建议步骤", "seen": "以前见过",
-           "fix": "解决办法", "details": "详情", "other": "其他可能原因",
+           "not_helpful": "👎 Not helpful", "from": "From the thread's answer"},
+    "zh": {**CERTAINTY_WORDS["zh"], "unknown": "不确定",
+           "suspect": "可疑", "steps": "建议步骤", "seen": "以前见过",
+           "details": "详情", "other": "其他可能原因",
            "switch": "English", "no_evidence": "日志中没有发现故障证据。",
            "error": "无法回答这个问题。", "more": "证据、全部步骤、验证方法和来源：点 *详情*。",
-           "evidence": "证据", "verify": "验证", "sources": "来源", "suspects": "可疑 rank",
+           "verify": "验证", "sources": "来源", "suspects": "可疑 rank",
            "ranks": "各 rank 情况", "next": "还需要的信息", "steps_all": "步骤",
            "confidence": "置信度", "helpful": "👍 有帮助", "not_helpful": "👎 没帮助",
-           "from": "根据本线程的分析",
-           "no_match": "本线程的分析里没有找到相关内容。可以再附上日志，或者问它的步骤、原因、"
-                       "如何验证。"},
+           "from": "根据本线程的分析"},
 }
 
 
@@ -181,10 +180,6 @@ def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
     return line
 
 
-def _text_len(blocks: Sequence[dict[str, Any]]) -> int:
-    return len(message_text(blocks))
-
-
 def message_text(blocks: Sequence[dict[str, Any]]) -> str:
     """What a reader sees of the blocks, as text (header, sections, context; not buttons)."""
     out = []
@@ -293,7 +288,7 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
                  f"{w[rc.certainty or 'weak']} ({rc.confidence:.0%})"]
         if rc.evidence:
             shown = "\n".join(f"{e.file}:{e.line}: {code(e.text[:MAX_LINE])}"
-                              for e in rc.evidence[:3])
+                              for e in rc.evidence[:MAX_EVIDENCE])
             lines.append(f"```{shown}```")
         texts.append("\n".join(lines))
     if answer.diagnosis.suspects:

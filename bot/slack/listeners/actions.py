@@ -44,6 +44,10 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
             ephemeral(client, channel, user, "I no longer have that answer; ask again.")
         return answer
 
+    def post(client: Any, channel: str, thread_ts: str | None, r: blocks.Rendered) -> None:
+        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
+                                blocks=r.blocks)
+
     def other(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
         user, channel, thread_ts = _where(body)
         answer = stored(action.get("value", ""), client, user, channel)
@@ -51,19 +55,15 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
             return
         lang = choose(*deps.lang_prefs(user, channel), "")
         earlier = deps.store.context(channel, thread_ts).candidates if thread_ts else []
-        r = blocks.render_other_causes(answer, lang, earlier)
-        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
-                                blocks=r.blocks)
+        post(client, channel, thread_ts, blocks.render_other_causes(answer, lang, earlier))
 
     def details(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
         user, channel, thread_ts = _where(body)
         answer = stored(action.get("value", ""), client, user, channel)
         if answer is None:
             return
-        lang = choose(*deps.lang_prefs(user, channel), "")
-        r = message.details_message(answer, lang)
-        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
-                                blocks=r.blocks)
+        r = message.details_message(answer, choose(*deps.lang_prefs(user, channel), ""))
+        post(client, channel, thread_ts, r)
         if r.truncated:  # the whole answer as a file beside the shortened details
             try:
                 client.files_upload_v2(channel=channel, thread_ts=thread_ts,
@@ -84,9 +84,7 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
         answer = stored(answer_id, client, user, channel)
         if answer is None:
             return
-        r = message.other_language_message(answer, lang)
-        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
-                                blocks=r.blocks)
+        post(client, channel, thread_ts, message.other_language_message(answer, lang))
 
     def noted(body: dict[str, Any], client: Any, text: str) -> None:
         """The answer's feedback buttons give way to a line saying who found it (un)helpful."""
