@@ -1,4 +1,5 @@
-"""The fault-injection harness (benchmarks/faults) on one real fault: a rank raising."""
+"""The fault-injection harness (benchmarks/faults) on real faults: a rank raising, a rank
+asleep past the process-group timeout."""
 
 from __future__ import annotations
 
@@ -27,4 +28,12 @@ def test_an_exception_on_rank_1_is_a_crash_of_rank_1(tmp_path: Path) -> None:
     assert "injected failure on rank 1" in "".join(
         p.read_text() for p in (where / "logs").rglob("*.log"))
     category_ok, culprit_ok, top, suspect = sc.judge(where, "exception", 1)
+    assert (category_ok, culprit_ok) == (True, True), (top, suspect)
+
+
+def test_a_rank_asleep_past_the_timeout_is_the_straggler(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    sc = _scorecard()
+    where = sc.run_job("sleep", 2, tmp_path / "run")  # rank 2: not a scorecard position
+    category_ok, culprit_ok, top, suspect = sc.judge(where, "sleep", 2)
     assert (category_ok, culprit_ok) == (True, True), (top, suspect)

@@ -7,6 +7,7 @@ keeps them), never in git.
 
     .venv/bin/python benchmarks/faults/scorecard.py            # 8 faults x 3 rank positions
     .venv/bin/python benchmarks/faults/scorecard.py --faults exception sleep --ranks 1
+    .venv/bin/python benchmarks/faults/scorecard.py --world 3 --step 0   # another job shape
 """
 
 from __future__ import annotations
@@ -37,14 +38,16 @@ FAULTS: dict[str, frozenset[str]] = {
 }
 
 
-def run_job(fault: str, rank: int, where: Path, timeout_s: float = 120) -> Path:
-    """Run one faulty job; its folder holds logs/, torchrun.log and dumps/."""
+def run_job(fault: str, rank: int, where: Path, timeout_s: float = 120, world: int = WORLD,
+            step: int = 2) -> Path:
+    """Run one faulty job (`world` ranks, the fault at `step` of 5); its folder holds logs/,
+    torchrun.log and dumps/."""
     where.mkdir(parents=True)
     (where / "dumps").mkdir()
     env = {**os.environ, "FAULT": fault, "FAULT_RANK": str(rank), "DUMP_DIR": str(where / "dumps"),
            "TORCH_FR_BUFFER_SIZE": "2000", "GLOO_SOCKET_IFNAME": "lo", "PG_TIMEOUT_S": "5",
-           "OMP_NUM_THREADS": "1"}
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
+           "OMP_NUM_THREADS": "1", "FAULT_STEP": str(step)}
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
             "--redirects", "3", "--log-dir", str(where / "logs")]
     blocker = None
     if fault == "port_in_use":
@@ -86,9 +89,13 @@ def judge(where: Path, fault: str, rank: int) -> tuple[bool, bool, str, int | No
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--faults", nargs="*", default=list(FAULTS))
-    ap.add_argument("--ranks", nargs="*", type=int, default=[0, 1, WORLD - 1])
+    ap.add_argument("--world", type=int, default=WORLD, help="ranks per job (default 4)")
+    ap.add_argument("--step", type=int, default=2, help="the step (0-4) the fault happens at")
+    ap.add_argument("--ranks", nargs="*", type=int,
+                    help="fault positions (default: 0, 1 and the last rank)")
     ap.add_argument("--keep", type=Path, help="keep the runs in this folder")
     args = ap.parse_args()
+    args.ranks = args.ranks or [0, 1, args.world - 1]
     base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
     rows = []
     t0 = time.monotonic()
@@ -96,7 +103,8 @@ def main() -> None:
         positions = [0] if fault == "port_in_use" else args.ranks
         for rank in positions:
             start = time.monotonic()
-            where = run_job(fault, rank, base / f"{fault}-rank{rank}")
+            where = run_job(fault, rank, base / f"{fault}-rank{rank}", world=args.world,
+                            step=args.step)
             cat_ok, rank_ok, top, suspect = judge(where, fault, rank)
             rows.append((fault, rank, cat_ok, rank_ok, top, suspect, time.monotonic() - start))
             print(f"{fault:13s} rank {rank}  category {'ok ' if cat_ok else 'NO '} ({top:24s}) "

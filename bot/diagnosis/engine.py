@@ -39,6 +39,11 @@ MIN_CANDIDATES, FILL_K, FILL_SCALE = 3, 12, 0.1
 LIKELY_FROM = 0.5
 
 
+#: A signal this strong is a direct detection (a framework compared the ranks' collectives,
+#: Flight Recorder dumps differ), not a guess from a timeout.
+DETECTED = 0.8
+
+
 def certainty(confidence: float) -> str:
     """The confidence of a root cause in words."""
     if confidence >= LIKELY_FROM:
@@ -189,8 +194,11 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     scores = {c: noisy_or(v) for c, v in parts.items()}
     crashed = scores.get("rank_crashed", 0.0)
     if crashed >= 0.6:
+        # a crash explains the others' timeouts: demote the guesses timeouts suggest, but not
+        # a direct detection (a card's decisive signature, a framework's mismatch check)
+        detected = {s.category for s in sigs if s.strength >= DETECTED}
         for c in TIMEOUT_CATEGORIES:
-            if c in scores and best_card_score.get(c, 0.0) < 0.5:
+            if c in scores and best_card_score.get(c, 0.0) < 0.5 and c not in detected:
                 scores[c] *= 0.5
 
     total = sum(scores.values()) or 1.0

@@ -169,7 +169,8 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 [app_exc[0].ev],
             )
         )
-    roots = [r for r in report.failures if r.root and r.exitcode not in (None, 0)]
+    roots = [r for r in report.failures if r.root and r.exitcode not in (None, 0)
+             and r.rank not in cr.victims]
     if roots and not out:
         rec = roots[0]
         out.append(
@@ -682,9 +683,31 @@ def flight_recorder(report: LogReport, cr: CrossRank) -> list[Signal]:
     out = []
     for f in report.flight_recorder:
         ev = [Evidence(f.dump, 0, f.text, f.ranks[0] if f.ranks else None)]
+        # with text logs of the same job: did those ranks fail, or wait on another rank?
+        failed = any(r in cr.crashed_ranks for r in f.ranks)
+        quiet = bool(report.sources) and not failed and not any(r in cr.victims
+                                                                for r in f.ranks)
         if f.kind == "mismatch":
             out.append(Signal("collective_mismatch", 0.85, "the Flight Recorder dumps show "
                               "ranks calling different collectives at the same point", ev))
+        elif f.kind == "no_dump":
+            if quiet:
+                out.append(Signal("straggler_or_imbalance", 0.5, "a rank wrote no dump and no "
+                                  "error while the others waited for it in a collective: it "
+                                  "was busy or stuck elsewhere (Flight Recorder)", ev))
+            elif not failed:
+                out += [Signal("straggler_or_imbalance", 0.3, "a rank left no Flight Recorder "
+                               "dump while the others waited for it", ev),
+                        Signal("rank_crashed", 0.3, "a rank left no Flight Recorder dump: it "
+                               "may have died", ev)]
+        elif quiet:
+            # It wrote a dump, so it was alive, reported nothing wrong, and never called the
+            # collective the others are in: a code path or data that differs on that rank.
+            out += [Signal("collective_mismatch", 0.7, "a rank never called a collective the "
+                           "others entered, and reported no error of its own (uneven data or a "
+                           "rank-dependent code path; Flight Recorder)", ev),
+                    Signal("straggler_or_imbalance", 0.35, "a rank fell behind the others "
+                           "(Flight Recorder)", ev)]
         else:
             out += [Signal("collective_mismatch", 0.5, "a rank never entered a collective the "
                            "others entered (Flight Recorder)", ev),

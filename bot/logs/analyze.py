@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bot.errors import InputError
@@ -49,6 +50,8 @@ class _SourceState:
     """Multi-line records in progress within one source."""
 
     name: str
+    #: the rank a whole file belongs to, from its name (torchrun's --log-dir layout)
+    rank: int | None = field(init=False)
     pending_timeout: dict[int | None, tuple[TimeoutRecord, int]] = field(default_factory=dict)
     frames: dict[int | None, str] = field(default_factory=dict)
     in_summary: bool = False
@@ -61,6 +64,9 @@ class _SourceState:
     #: salient lines normalised so far, by their text with digits masked: the same line of
     #: a thousand ranks (only rank, time and counters differ) is normalised once
     seen_salient: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rank = rank_of_file(self.name)
 
     def salient_key(self, body: str) -> str:
         masked = body.translate(_DIGITS)
@@ -128,6 +134,8 @@ class Analyzer:
     def _on_hit(self, report: LogReport, st: _SourceState, name: str, hit: Hit) -> None:
         raw = clean(hit.text)
         info = parse_line(raw)
+        if info.rank is None and st.rank is not None:
+            info = replace(info, rank=st.rank)
         text = raw if len(raw) <= MAX_TEXT else raw[:MAX_TEXT] + " [...]"
         ev = Evidence(name, hit.line, text, info.rank, info.host, info.ts)
         if info.rank is not None:
@@ -191,6 +199,17 @@ class Analyzer:
                 rs.first_error = fact
 
 
+#: torchrun's --log-dir layout, `<log_dir>/<run_id>/attempt_<n>/<local_rank>/stderr.log`
+#: (torch/distributed/elastic/multiprocessing/api.py); the local rank is the rank on one node
+_TORCHRUN_FILE = re.compile(r"(?:^|[/:])attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$")
+
+
+def rank_of_file(name: str) -> int | None:
+    """The rank whose output a whole file is, where its name says (torchrun's layout)."""
+    m = _TORCHRUN_FILE.search(name)
+    return int(m.group(1)) if m else None
+
+
 def _is_comm_exception(etype: str, message: str) -> bool:
     short = etype.rsplit(".", 1)[-1]
     if short in COMM_EXCEPTIONS:
@@ -217,6 +236,17 @@ Handler = Callable[[LogReport, _SourceState, Fact, int | None], bool | None]
 def _h_watchdog(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
     rec = TimeoutRecord(rank, fact.ev)
     st.pending_timeout[rank] = (rec, fact.ev.line)
+    if len(report.timeouts) < 4096:
+        report.timeouts.append(rec)
+    if rank is not None:
+        report.rank(rank).timeout = rec
+
+
+def _h_gloo_timeout(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    """gloo's own timeout is that rank's collective timeout (gloo has no watchdog line)."""
+    if rank is not None and report.ranks.get(rank) and report.ranks[rank].timeout is not None:
+        return
+    rec = TimeoutRecord(rank, fact.ev, timeout_ms=fact.fields.get("timeout_ms"))
     if len(report.timeouts) < 4096:
         report.timeouts.append(rec)
     if rank is not None:
@@ -401,6 +431,7 @@ def _h_clients(report: LogReport, st: _SourceState, fact: Fact, rank: int | None
 
 _HANDLERS = {
     "watchdog_timeout": _h_watchdog,
+    "gloo_timeout": _h_gloo_timeout,
     "work_nccl": _h_work,
     "ran_for": _h_ran_for,
     "work_progress": _h_progress,

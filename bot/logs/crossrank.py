@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.logs.model import Evidence, LogReport, RankState, TimeoutRecord
+from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
 #: How a first failure reads when a local rank exited without reporting the timeout the
 #: others reported (rules match on it: keep the wording in this one place).
@@ -45,6 +45,9 @@ class CrossRank:
     crashed_ranks: list[int] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
     lagging: list[int] = field(default_factory=list)
+    #: ranks whose only failure is a collective timeout or a communication error: they were
+    #: waiting for, or cut off by, another rank
+    victims: list[int] = field(default_factory=list)
     first_failure: Suspect | None = None
 
 
@@ -75,11 +78,20 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             s.evidence.extend(ev[:2])
             s.host = s.host or host
 
-    # 1. torchrun's own record of the first observed failure.
+    out.victims = victim_ranks(report, by_rank)
+
+    # 1. torchrun's own record of the first observed failure; a rank that only timed out or
+    # lost a peer there was the first to notice, not the cause.
     for rec in report.failures:
         if rec.root and (rec.rank is not None or rec.host):
             code = f"exitcode {rec.exitcode}" if rec.exitcode is not None else "failed"
-            add(rec.rank, rec.host, f"torchrun's first observed failure ({code})", 0.8, [rec.ev])
+            if rec.rank in out.victims:
+                add(rec.rank, rec.host, f"torchrun's first observed failure ({code}), but its "
+                    "own error is a timeout or a lost peer: it was waiting for another rank",
+                    0.35, [rec.ev])
+            else:
+                add(rec.rank, rec.host, f"torchrun's first observed failure ({code})", 0.8,
+                    [rec.ev])
             break
 
     # 2. The rank that failed first (crash, exception, signal), by time where known.
@@ -111,6 +123,20 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 out.first_failure = Suspect(local, None, why, 0.85, [fact.ev])
                 add(local, None, why, 0.85, [fact.ev])
                 break
+
+    # 2c. Ranks that could not reach the store (master) while the others reached it: the
+    # others then wait for their keys ("wait timeout ... keys"), and any of them may be the
+    # first torchrun records.
+    unreachable: dict[int, Fact] = {}
+    for kind in ("socket_timeout", "store_connect", "store_resolve"):
+        for fact in report.facts.get(kind, []):
+            if fact.ev.rank is not None:
+                unreachable.setdefault(fact.ev.rank, fact)
+    if unreachable and len(report.ranks) > len(unreachable):
+        for r, fact in sorted(unreachable.items()):
+            where = fact.fields.get("addr")
+            add(r, None, "could not connect to the store" + (f" at {where}" if where else "")
+                + " while the other ranks did", 0.85, [fact.ev])
 
     # 3. Ranks that did not report a timeout while most others did.
     world = report.world_size
@@ -182,6 +208,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
 
     out.suspects = sorted(suspects.values(), key=lambda s: -s.weight)[:16]
     return out
+
+
+def victim_ranks(report: LogReport, timed_out: dict[int, TimeoutRecord]) -> list[int]:
+    """Ranks that reported a collective timeout or a communication error (a peer closed the
+    connection, ...) and no failure of their own."""
+    from bot.logs.analyze import _is_comm_exception
+
+    comm = {e.ev.rank for e in report.exceptions
+            if e.ev.rank is not None and _is_comm_exception(e.type, e.message)}
+    return sorted(r for r in set(timed_out) | comm
+                  if r not in report.ranks or report.ranks[r].first_error is None)
 
 
 def describe(cr: CrossRank, world: int | None) -> list[str]:

@@ -105,6 +105,13 @@ EXTRACTORS: tuple[Extractor, ...] = (
             ints=("seq", "last_enqueued", "last_completed"),
         ),
     ),
+    # gloo (third_party/gloo/gloo/transport/tcp/unbound_buffer.cc): a rank's collective waited
+    # out the process-group timeout, "Timed out waiting 5000ms for recv operation to complete".
+    E(
+        "gloo_timeout",
+        r"Timed out waiting (\d+)ms for (recv|send) operation to complete",
+        _groups("timeout_ms", "direction", ints=("timeout_ms",)),
+    ),
     E(
         "heartbeat",
         r"(Heartbeat monitor timed out|watchdog got stuck for (\d+) seconds|"
@@ -122,7 +129,10 @@ EXTRACTORS: tuple[Extractor, ...] = (
         "mismatch",
         r"(Detected mismatch between collectives on ranks|CollectiveFingerPrint\(|"
         r"collectives mismatch|Mismatch between collective|"
-        r"Detected a disagreement on list length between rank)",
+        r"Detected a disagreement on list length between rank|"
+        # gloo in torch 2.13 (tcp/pair.cc): "Received data size doesn't match expected size.
+        # Is there a distributed collective mismatch in your code?"
+        r"Received data size doesn't match expected size|distributed collective mismatch)",
         _groups("message"),
     ),
     E(

@@ -15,7 +15,9 @@ The analysis does what `torch.distributed.flight_recorder.fr_trace` does for the
 question people ask: per process group, match collectives across ranks by sequence id;
 the ranks that never entered a collective the others entered are suspects (with the
 collective and where the others called it), and ranks that called different collectives
-or sizes at the same sequence id are a mismatch (with both call sites).
+or sizes at the same sequence id are a mismatch (with both call sites). Members of a group
+(its `pg_config`) that left no dump while every dump stands at the same collective are
+suspects too: fr_trace's "missing dumps" are often exactly the culprit.
 """
 
 from __future__ import annotations
@@ -74,6 +76,25 @@ class FrDump:
     version: str
     entries: list[FrEntry]
     notes: list[str] = field(default_factory=list)
+    #: the ranks of each process group, from the dump's `pg_config` (name -> ranks)
+    groups: dict[str, list[int]] = field(default_factory=dict)
+
+
+def _group_ranks(config: Any) -> dict[str, list[int]]:
+    """`pg_config` maps a group's name to its `ranks`, a list or its text ("[0, 1, 2, 3]")."""
+    out: dict[str, list[int]] = {}
+    if not isinstance(config, dict):
+        return out
+    for name, cfg in list(config.items())[:1000]:
+        ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
+        if isinstance(ranks, str):
+            ranks = re.findall(r"\d+", ranks[:200_000])
+        if isinstance(ranks, list) and ranks:
+            try:
+                out[str(name)] = [int(r) for r in ranks[:100_000]]
+            except (TypeError, ValueError):
+                continue
+    return out
 
 
 def _where(frames: Any) -> str:
@@ -124,17 +145,29 @@ def parse_dump(data: bytes, name: str) -> FrDump:
                                _where(e.get("frames"))))
     m = _RANK_IN_NAME.search(name)
     return FrDump(name, int(m.group(1)) if m else None, str(raw.get("version", "?")), entries,
-                  notes)
+                  notes, _group_ranks(raw.get("pg_config")))
 
 
 @dataclass
 class FrFinding:
     """One thing the dumps show: a rank that never entered a collective, or a mismatch."""
 
-    kind: str  # "missing" | "mismatch"
+    kind: str  # "missing" | "mismatch" | "no_dump"
     ranks: list[int]
     text: str
     dump: str
+
+
+def _members(pg: str, dumps: Sequence[FrDump]) -> list[int]:
+    """The ranks a process group ("<id>/<desc>") has, as the dumps' `pg_config` says; a lone
+    config (gloo names the default group '') stands for the default group "0"."""
+    pg_id = pg.split("/", 1)[0]
+    for d in dumps:
+        if pg_id in d.groups:
+            return d.groups[pg_id]
+        if len(d.groups) == 1 and pg_id == "0":
+            return next(iter(d.groups.values()))
+    return []
 
 
 def analyze_dumps(dumps: Sequence[FrDump]) -> list[FrFinding]:
@@ -152,6 +185,17 @@ def analyze_dumps(dumps: Sequence[FrDump]) -> list[FrFinding]:
         last = {r: max(seqs) for r, seqs in ranks.items()}
         top = max(last.values())
         behind = sorted(r for r, s in last.items() if s < top)
+        absent = [r for r in _members(pg, dumps) if r not in ranks]
+        if absent and not behind and len(absent) <= max(1, len(ranks) // 2):
+            # Every rank that wrote a dump reached the same collective; the ones that wrote
+            # none were not there to write it (stuck elsewhere, or dead).
+            ref = ranks[min(ranks)][top]
+            findings.append(FrFinding(
+                "no_dump", absent,
+                f"rank(s) {', '.join(map(str, absent))} of process group {pg} left no Flight "
+                f"Recorder dump, while rank(s) {', '.join(map(str, sorted(ranks)))} all "
+                f"reached collective #{top} ({ref.op} {ref.sizes}) at {ref.where}",
+                by_rank[min(ranks)].name))
         if behind:
             first_missing = min(last[r] for r in behind) + 1
             entered = sorted(r for r, seqs in ranks.items() if first_missing in seqs)

@@ -94,7 +94,11 @@ def expand_inputs(paths: Iterable[str], stdin: BinaryIO | None = None) -> list[L
                             and not p.name.startswith("."))[:MAX_DIR_FILES]
             if not inside:
                 raise InputError(f"{raw} is a directory with no files in it", hint=ATTACH_HINT)
-            sources += expand_inputs([str(p) for p in inside], stdin)
+            for p in inside:  # named by their place in the folder: attempt_0/3/stderr.log
+                for src in expand_inputs([str(p)], stdin):
+                    src.name = _inside(path, p, src.name)
+                    src.stats.name = src.name
+                    sources.append(src)
             continue
         if not path.exists():
             raise InputError(f"{raw}: no such file", hint=ATTACH_HINT)
@@ -110,6 +114,13 @@ def expand_inputs(paths: Iterable[str], stdin: BinaryIO | None = None) -> list[L
         else:
             sources.append(LogSource(path.name, _file(path), path.stat().st_size))
     return sources
+
+
+def _inside(folder: Path, file: Path, name: str) -> str:
+    """A file's name within a folder given as input (a zip member keeps its own name after
+    the archive's)."""
+    rel = file.relative_to(folder).as_posix()
+    return rel + name[len(file.name):] if name.startswith(file.name) else name
 
 
 def _given(stream: BinaryIO) -> Callable[[], BinaryIO]:

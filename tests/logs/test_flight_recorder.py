@@ -97,3 +97,13 @@ def test_a_truncated_dump_is_a_note_not_a_crash(job: Path, tmp_path: Path) -> No
     answer = analyze_paths([str(tmp_path)])
     assert any("fr_trace_0" in n and "truncated" in n for n in answer["notes"])
     assert answer["diagnosis"]["suspects"][0]["rank"] == 2
+
+
+def test_a_group_member_without_a_dump_is_the_suspect(job: Path) -> None:
+    dumps = [parse_dump((job / "dumps" / f"fr_trace_{r}").read_bytes(), f"fr_trace_{r}")
+             for r in (0, 1, 3)]  # rank 2's dump is lost; the others all reached #4
+    assert dumps[0].groups and 2 in next(iter(dumps[0].groups.values()))  # from pg_config
+    findings = analyze_dumps(dumps)
+    assert [(f.kind, f.ranks) for f in findings] == [("no_dump", [2])]
+    assert "reached collective #4 (gloo:all_reduce [[8]])" in findings[0].text
+    assert analyze_dumps(dumps[:1]) == []  # one dump alone says nothing about the others
