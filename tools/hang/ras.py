@@ -709,7 +709,8 @@ def compare_comm(a: RasCommunicator | None, b: RasCommunicator, fmt: Format) -> 
     if stuck:
         op, low, n, ranks, top = min(stuck, key=lambda s: s[2])
         culprits = [_culprit(b, r) for r in ranks] if ranks else []
-        who = _ranks_text(b, ranks) if ranks else f"{n} ranks RAS does not name"
+        who = (_ranks_text(b, ranks) if ranks
+               else f"{n} ranks RAS does not name (VERBOSE STATUS names more)")
         ev.append(f"comm {h}: {_op_name(op)}: {who} at {low} in both polls while other ranks "
                   f"reached {top}")
         total = sum(g.nranks for g in b.count_groups if g.op == op)
