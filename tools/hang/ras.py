@@ -33,7 +33,6 @@ PROTOCOL = 2  # NCCL_RAS_CLIENT_PROTOCOL, src/ras/ras_internal.h
 #: (TIMEOUT_INCREMENT 1 in client.cc + RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC 5 in ras_internal.h).
 EXTRA_WAIT_S = 6.0
 MAX_ANSWER_BYTES = 16 * 2**20
-JSON_SINCE = (2, 28, 7)
 #: NCCL's collective types in its own order (`ncclFuncStr`, src/init.cc); text output before
 #: 2.26 has one count for all of them, named "all" here.
 OPS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
