@@ -35,6 +35,7 @@ from bot.logs.flight_recorder import (
 from bot.logs.model import LogReport
 from bot.logs.sources import Limits, LogSource, SourceStats, expand_inputs
 from bot.retrieval import tokenize
+from tools.hang.model import HangSample
 
 T = TypeVar("T")
 
@@ -201,3 +202,34 @@ def add_source_notes(answer: Answer, report: LogReport) -> Answer:
     """Each input's reading problems (skipped zip members, decoding, limits) as notes."""
     return answer.with_notes(*(f"{src.name}: {p}" for src in report.sources
                                for p in src.problems))
+
+
+#: the card for a live hang where one rank is in its own code and the others wait for it
+HOST_STUCK_CARD = "live-hang-one-rank-outside-the-collective"
+
+
+def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
+                lang: str = "both") -> Answer:
+    """The answer for a live hang: the nodes' `hang` samples triangulated (which rank, where,
+    what kind of hang), with cards, similar incidents and next steps like any diagnosis."""
+    from bot.contract import decide_verdict
+    from bot.diagnosis.hang import triangulate
+    from bot.logs.crossrank import Suspect
+
+    cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
+    verdict = triangulate(samples)
+    report = LogReport(engine="hang")
+    report.hosts.update(s.host for s in samples)
+    diagnosis = diagnose(report, cards, extra=verdict.signals)
+    diagnosis.suspects = [Suspect(c.rank, c.host, c.reason, 1.0) for c in verdict.culprits]
+    if verdict.kind == "host_stuck":  # the card for exactly this, whatever words it shares
+        for rc in diagnosis.root_causes:
+            if rc.category == "straggler_or_imbalance" and any(c.id == HOST_STUCK_CARD
+                                                               for c in cards):
+                rc.card = HOST_STUCK_CARD
+    top = diagnosis.root_causes[0].confidence if diagnosis.root_causes else None
+    decided = decide_verdict(top, logs_given=True,
+                             log_failure=verdict.kind not in ("unknown", "progressing"))
+    answer = build_answer(diagnosis, cards, None, lang, verdict=decided)
+    answer.summary = f"{verdict.kind.replace('_', ' ')}: {verdict.summary}"
+    return answer.with_notes(*verdict.notes)

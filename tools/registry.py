@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError
 
 from tools.env.collect import collect_env
 from tools.files import open_regular
+from tools.hang.collect import HangParams, collect_hang
 from tools.params import Params
 from tools.probe.params import ProbeParams
 from tools.probe.run import run_probe
@@ -64,6 +65,10 @@ def _run_xid(p: Any, fault: str | None, progress: Progress | None) -> ToolResult
     return scan_xid(file=p.file)
 
 
+def _run_hang(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
+    return collect_hang(p)
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -99,6 +104,15 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
              "Scan kernel logs (dmesg or a given file) for NVIDIA Xid errors and explain each "
              "code: GPU fallen off the bus, ECC, NVLink, MMU faults, with severity.",
              XidParams, ("permission to read dmesg, or a log file",), _run_xid),
+    ToolSpec("hang",
+             "For a hanging job's ranks on this node: each rank's Python stack (py-spy), a "
+             "Flight Recorder dump through its debug pipe, NCCL RAS (two polls: which ranks "
+             "launched how many collectives, which are missing or dead), a GPU sample and "
+             "recent Xid lines. Use when a job is stuck now; the bot compares the nodes and "
+             "names the odd rank out.",
+             HangParams, ("py-spy and permission to ptrace the ranks (root or "
+                          "CAP_SYS_PTRACE)", "NCCL RAS (NCCL >= 2.24) for RAS",
+                          "NVML for the GPU sample"), _run_hang),
 )}
 
 

@@ -1,8 +1,9 @@
-"""`ncclbot node topo|env|probe|xid [--node NAME | --nodes A,B,..]` and `ncclbot nodes`.
+"""`ncclbot node topo|env|probe|xid|hang [--node NAME | --nodes A,B,..]` and `ncclbot nodes`.
 
 The commands are the tools' own (`tools.cli.node_app`), wrapped with `--node`: without it
 they run here; with it the same parameters go, signed, to that node's agent. `probe
---nodes` runs one sweep across several agents and localizes a slow or broken node/link.
+--nodes` runs one sweep across several agents and localizes a slow or broken node/link;
+`hang` samples a running job's ranks (here, or on agents) and compares them.
 """
 
 from __future__ import annotations
@@ -113,6 +114,51 @@ def wrap(tool: str, callback: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def hang(
+    pids: Annotated[str | None, typer.Option(
+        "--pids", help="Comma list of the ranks' process ids here (default: every process "
+        "with RANK and LOCAL_RANK in its environment).")] = None,
+    pattern: Annotated[str | None, typer.Option(
+        "--pattern", help="Only processes whose command line contains this text.")] = None,
+    job: Annotated[str | None, typer.Option(
+        "--job", help="Only this job (TORCHELASTIC_RUN_ID or SLURM_JOB_ID).")] = None,
+    native: Annotated[bool, typer.Option("--native", help="Include C/C++ frames.")] = False,
+    ras_port: Annotated[int, typer.Option(
+        "--ras-port", help="NCCL RAS port (0: do not ask RAS).")] = 28028,
+    node: Annotated[str | None, typer.Option(
+        "--node", help="Sample this node through its agent (a name in NCCLBOT_NODES_FILE).")
+    ] = None,
+    nodes: Annotated[str | None, typer.Option(
+        "--nodes", help="Comma list of nodes or groups: sample them all and compare.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    lang: Annotated[str, typer.Option("--lang", help="en, zh or both.")] = "both",
+    config: ConfigOpt = None,
+) -> None:
+    """Why is a running job stuck? Every rank's Python stack (py-spy), Flight Recorder
+    through the ranks' debug pipes, NCCL RAS and a GPU sample, here or on agents, compared:
+    the odd rank out, where it is, and what kind of hang it is."""
+    from bot.cli.main import _check_lang, emit, settings_from
+    from bot.nodes.commands import hang_samples
+    from bot.service import answer_hang
+
+    try:
+        pid_list = [int(p) for p in (pids or "").split(",") if p.strip()]
+    except ValueError:
+        raise typer.BadParameter("--pids takes process ids: --pids 123,124") from None
+    body: dict[str, Any] = {"pids": pid_list, "pattern": pattern, "job": job, "native": native,
+                            "ras_port": ras_port or None}
+    lang = _check_lang(lang)
+    settings = settings_from(config)
+    samples, errors = hang_samples(config, node, nodes, body)
+    if not samples:
+        from bot.errors import NodeError
+
+        raise NodeError("no sample of the job's ranks: " + "; ".join(errors),
+                        hint="Run it where the job's ranks are (as root, or with "
+                        "CAP_SYS_PTRACE), or name them with --pids.")
+    emit(answer_hang(samples, settings, lang).with_notes(*errors), as_json)
+
+
 def nodes_list(config: ConfigOpt = None, as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """List the nodes and groups in the inventory (NCCLBOT_NODES_FILE)."""
@@ -130,5 +176,6 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
             continue
         name = info.name or info.callback.__name__
         wrapped.command(name, help=info.help)(wrap(name, info.callback))
+    wrapped.command("hang")(hang)
     app.add_typer(wrapped, name="node")
     app.command("nodes")(nodes_list)

@@ -67,7 +67,7 @@ FRAMEWORKS: frozenset[str] = frozenset(
 
 #: Node diagnostics a card may suggest (ids of `ncclbot node ...` commands; the names of
 #: `tools.registry.TOOLS`, kept as data here so loading cards imports no tool; a test checks).
-PROBES: frozenset[str] = frozenset({"topo", "env", "probe", "xid"})
+PROBES: frozenset[str] = frozenset({"topo", "env", "probe", "xid", "hang"})
 
 #: Signatures at or above this weight are decisive: they must not fire on
 #: unrelated fixtures. Lighter ones only support a diagnosis.

@@ -20,7 +20,7 @@ from bot.nodes.inventory import Node
 from tools.agent.auth import load_secret, signed_headers
 from tools.result import ToolResult
 
-READ_TOOLS = ("topo", "env", "xid")
+READ_TOOLS = ("topo", "env", "xid", "hang")
 RETRY_STATUS = (502, 503, 504)
 
 

@@ -16,6 +16,8 @@ from bot.errors import NodeError
 
 if TYPE_CHECKING:
     from bot.nodes.localize import Mode
+    from tools.hang.model import HangSample
+    from tools.result import ToolResult
 
 
 def _settings(config: Path | None) -> Any:
@@ -41,6 +43,48 @@ def run_remote(config: Path | None, name: str, tool: str, params: dict[str, Any]
     else:
         render(result)
     raise typer.Exit(EXIT_CODES[result.status])
+
+
+def hang_samples(config: Path | None, node: str | None, nodes: str | None,
+                 params: dict[str, Any]) -> tuple[list[HangSample], list[str]]:
+    """The `hang` diagnostic here (no node named) or on each named node's agent, in
+    parallel; the samples, and what failed where."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tools.hang.collect import HangParams, collect_hang
+    from tools.hang.model import HangSample
+
+    def read(result: ToolResult, where: str) -> HangSample | str:
+        if result.status != "success":
+            return f"{where}: {result.error or result.status}"
+        try:
+            return HangSample.model_validate(result.data)
+        except ValueError as exc:
+            return f"{where}: malformed hang sample ({str(exc)[:200]})"
+
+    if node is None and nodes is None:
+        got = [read(collect_hang(HangParams.model_validate(params)), "this machine")]
+    else:
+        from bot.nodes.client import client_for
+        from bot.nodes.inventory import load_inventory
+
+        settings = _settings(config)
+        names = [n.strip() for n in f"{node or ''},{nodes or ''}".split(",") if n.strip()]
+        targets = load_inventory(settings.nodes_file).expand(names)
+
+        def one(target: Any) -> HangSample | str:
+            try:
+                with client_for(settings, target, timeout=120.0) as client:
+                    sample = read(client.run("hang", params), target.name)
+            except NodeError as exc:
+                return f"{target.name}: {exc.message}"
+            if isinstance(sample, HangSample):
+                sample.host = target.name
+            return sample
+
+        with ThreadPoolExecutor(max_workers=min(16, len(targets) or 1)) as pool:
+            got = list(pool.map(one, targets))
+    return ([g for g in got if not isinstance(g, str)], [g for g in got if isinstance(g, str)])
 
 
 def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: bool,

@@ -210,6 +210,8 @@ in the thread and remember the thread's logs for follow-up questions.
 • `/nccl ask QUESTION` ask without a log
 • `/nccl probe NODE [quick|full|gloo]` run a bounded NCCL bandwidth probe on NODE (on-call only)
 • `/nccl topo NODE` · `/nccl env NODE` · `/nccl xid NODE` node diagnostics (on-call only)
+• `/nccl hang NODE,NODE|GROUP` why a running job is stuck: every rank's stack, Flight Recorder \
+and NCCL RAS on those nodes, compared (on-call only)
 • `/nccl lang en|zh|both|auto [channel]` answer language for you (or this channel)
 • `/nccl help` this text"""
 

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bot.errors import NcclbotError
-from bot.slack import message
+from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
-from bot.slack.nodes import check_target, params_for, progress_text, sizes_in
+from bot.slack.lang import choose
+from bot.slack.nodes import (
+    NODE_NAME,
+    check_target,
+    params_for,
+    progress_text,
+    sizes_in,
+)
 from bot.slack.progress import StatusMessage, Ticker
+from tools.hang.model import HangSample
 
 log = logging.getLogger(__name__)
+#: `/nccl hang` samples at most this many nodes at once
+MAX_HANG_NODES = 64
 
 
 class Diagnostics:
@@ -99,6 +110,82 @@ class Diagnostics:
         rendered, files = message.diagnostic_message(node, tool, result)
         status.finish(rendered)
         return outcome, (status.channel, thread_ts or status.ts), files
+
+    def hang(self, client: Any, user: str, channel: str, thread_ts: str | None,
+             nodes: list[str], respond: Any = None, told_refused: bool = False,
+             lang: str | None = None) -> str:
+        """`/nccl hang NODES` and the "Why is it stuck?" button: the `hang` diagnostic on every
+        node at once, triangulated into one answer posted in the thread. On-call only, each
+        node audited; returns the outcome."""
+        d = self.deps
+        what = ",".join(nodes)[:200] or "?"
+
+        def refuse(outcome: str, text: str) -> str:
+            d.store.audit(user, channel, what, "hang", None, outcome, text)
+            if not (told_refused and outcome == "refused"):
+                ephemeral(client, channel, user, text, respond, thread_ts)
+            return outcome
+
+        if not nodes or len(nodes) > MAX_HANG_NODES or not all(NODE_NAME.match(n)
+                                                                for n in nodes):
+            return refuse("invalid", f":x: Name 1 to {MAX_HANG_NODES} nodes from the "
+                          "inventory: `/nccl hang node-1,node-2`.")
+        if d.settings.probe_channels and channel not in d.settings.probe_channels:
+            allowed = ", ".join(f"<#{c}>" for c in d.settings.probe_channels)
+            return refuse("channel", f":no_entry: Diagnostics run only in {allowed}; ask there.")
+        if not d.authz.allowed(user):
+            return refuse("refused", self.refusal(nodes[0], "hang"))
+        for node in nodes:
+            if reason := d.limits.probe(user, node):
+                return refuse("rate_limited", f":hourglass: Not now: {reason}.")
+        claimed = [n for n in nodes if d.limits.claim_node(n)]
+        try:
+            if len(claimed) < len(nodes):
+                busy = ", ".join(f"`{n}`" for n in nodes if n not in claimed)
+                return refuse("busy", f":hourglass: A diagnostic is already running on {busy}; "
+                              "wait for its result.")
+            d.store.audit(user, channel, what, "hang", None, "started")
+            status = StatusMessage(client, channel, thread_ts, f"Why is it stuck? Sampling the "
+                                   f"ranks on {len(nodes)} node(s) for <@{user}>…")
+            samples, errors = self._hang_samples(nodes, user)
+            outcome = "success" if samples else "error"
+            d.store.audit(user, channel, what, "hang", None, outcome, "; ".join(errors)[:300])
+            if not samples:
+                status.finish(blocks.message(":warning: No node sent a sample: "
+                                             + "; ".join(errors)[:1500]))
+                return outcome
+            from bot.service import answer_hang
+
+            lg = lang or choose(*d.lang_prefs(user, channel), "")
+            answer = answer_hang(samples, d.settings, lg).with_notes(*errors)
+            where = thread_ts or status.ts
+            answer_id = d.store.save_answer(channel, where, answer, f"hang:{what}")
+            status.finish(message.first_message(answer, lg, answer_id, []))
+            return outcome
+        finally:
+            for n in claimed:
+                d.limits.release_node(n)
+
+    def _hang_samples(self, nodes: list[str], user: str) -> tuple[list[HangSample], list[str]]:
+        """Each node's sample (its host named as in the inventory), and what failed where."""
+        def one(node: str) -> HangSample | str:
+            try:
+                result = self.deps.run_node(node, "hang", {}, f"slack:{user}")
+            except NcclbotError as exc:
+                return f"{node}: {exc.message}"
+            if result.get("status") != "success":
+                return f"{node}: {result.get('error') or result.get('status')}"
+            try:
+                sample = HangSample.model_validate(result.get("data") or {})
+            except ValueError as exc:
+                return f"{node}: malformed hang sample ({str(exc)[:200]})"
+            sample.host = node
+            return sample
+
+        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+            got = list(pool.map(one, nodes))
+        return [g for g in got if isinstance(g, HangSample)], [g for g in got
+                                                               if isinstance(g, str)]
 
     def _where(self, node: str, tool: str, user: str) -> str | None:
         """"step 3/8: all_reduce, 4.2 MB" from the node's agent; None if it cannot say."""

@@ -57,7 +57,8 @@ WORDS: dict[str, dict[str, str]] = {
            "verify": "Verify", "sources": "Sources",
            "suspects": "Suspects", "ranks": "Ranks", "next": "What would help",
            "steps_all": "Steps", "confidence": "confidence", "helpful": "👍 Helpful",
-           "not_helpful": "👎 Not helpful", "from": "From the thread's answer"},
+           "not_helpful": "👎 Not helpful", "from": "From the thread's answer",
+           "why_stuck": "Why is it stuck?"},
     "zh": {**CERTAINTY_WORDS["zh"], "unknown": "不确定",
            "suspect": "可疑", "steps": "建议步骤", "seen": "以前见过",
            "details": "详情", "other": "其他可能原因",
@@ -66,7 +67,7 @@ WORDS: dict[str, dict[str, str]] = {
            "verify": "验证", "sources": "来源", "suspects": "可疑 rank",
            "ranks": "各 rank 情况", "next": "还需要的信息", "steps_all": "步骤",
            "confidence": "置信度", "helpful": "👍 有帮助", "not_helpful": "👎 没帮助",
-           "from": "根据本线程的分析"},
+           "from": "根据本线程的分析", "why_stuck": "为什么卡住？"},
 }
 
 
@@ -260,6 +261,9 @@ def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
         label = f"Run {tool} on {node}" if preset == "quick" else f"Run {tool} {preset} on {node}"
         elements.append(button(label, f"{ACTION_PROBE}:{i}", json.dumps(
             {"node": node, "tool": tool, "preset": preset, "a": answer_id})))
+    if hosts := stuck_hosts(answer):
+        elements.append(button(w["why_stuck"], f"{ACTION_PROBE}:hang", json.dumps(
+            {"nodes": hosts, "tool": "hang", "a": answer_id})))
     if has_cause:
         elements.append(button(w["helpful"], ACTION_UP, answer_id))
         elements.append(button(w["not_helpful"], ACTION_DOWN, answer_id))
@@ -275,6 +279,21 @@ def finding_probes(answer: Answer, limit: int = 3) -> list[tuple[str, str, str]]
     if tool:
         out += [(tool, h, "quick") for h in hosts]
     return list(dict.fromkeys(out))[:limit]
+
+
+#: causes under which a job may still be hanging now: worth sampling its ranks live
+HANG_CATEGORIES = frozenset({"straggler_or_imbalance", "timeout_too_short",
+                             "collective_mismatch"})
+
+
+def stuck_hosts(answer: Answer, limit: int = 8) -> list[str]:
+    """The hosts a "Why is it stuck?" button samples: those the answer names, when its
+    leading cause is a hang or timeout (suspects first, then every host in the logs)."""
+    if not answer.root_causes or answer.root_causes[0].category not in HANG_CATEGORIES:
+        return []
+    hosts = [s.host for s in answer.diagnosis.suspects if s.host]
+    hosts += [str(h) for h in (answer.input or {}).get("hosts") or []]
+    return [h for h in dict.fromkeys(hosts) if h and h != "localhost"][:limit]
 
 
 def details_message(answer: Answer, lang: str = "both") -> Rendered:

@@ -46,6 +46,18 @@ def check_target(node: str, tool: str) -> None:
         raise NodeError(f"{node!r} is not a node name", hint="Use a name from the node inventory.")
 
 
+def expand_nodes(settings: Settings, words: list[str]) -> list[str]:
+    """`/nccl hang` targets: node names, group names or labels of the inventory (comma or
+    space separated) as node names; the words themselves when there is no inventory."""
+    names = [n for w in words for n in w.split(",") if n]
+    try:
+        from bot.nodes.inventory import load_inventory
+
+        return [n.name for n in load_inventory(settings.nodes_file).expand(names)]
+    except (NodeError, ModuleNotFoundError):
+        return names
+
+
 def _agent_client(settings: Settings, node: str, user: str, timeout: float) -> Any:
     """A signed client for `node`'s agent acting for `user` (a context manager)."""
     try:

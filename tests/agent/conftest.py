@@ -68,12 +68,15 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, limit: f
     raise RuntimeError(f"agent at {url} did not come up")
 
 
-def spawn_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None) -> Agent:
-    """`ncclbot serve agent` as a subprocess on a free loopback port (not yet waited for)."""
+def spawn_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None,
+                oncall: tuple[str, ...] = ("slack:ONCALL",)) -> Agent:
+    """`ncclbot serve agent` as a subprocess on a free loopback port (not yet waited for);
+    `oncall`: the users it lets force probes and read a hanging job's stacks."""
     port = free_port()
     audit = tmp / f"{name}-audit.jsonl"
     argv = [sys.executable, "-m", "bot.cli.main", "serve", "agent", "--host", LOOPBACK,
-            "--port", str(port), "--audit-log", str(audit), "--force-user", "slack:ONCALL"]
+            "--port", str(port), "--audit-log", str(audit),
+            *(a for user in oncall for a in ("--force-user", user))]
     if os.geteuid() == 0:
         argv.append("--allow-root")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("NCCLBOT_")}
@@ -84,8 +87,9 @@ def spawn_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = No
     return Agent(name, f"http://{LOOPBACK}:{port}", audit, proc)
 
 
-def start_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None) -> Agent:
-    agent = spawn_agent(tmp, name, env)
+def start_agent(tmp: Path, name: str = "node-a", env: dict[str, str] | None = None,
+                oncall: tuple[str, ...] = ("slack:ONCALL",)) -> Agent:
+    agent = spawn_agent(tmp, name, env, oncall)
     wait_healthy(agent.url, agent.proc)
     return agent
 

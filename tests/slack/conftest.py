@@ -259,7 +259,8 @@ def agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(
-        create_app(secret=AGENT_SECRET.encode(), audit_log=audit, force_users=()),
+        create_app(secret=AGENT_SECRET.encode(), audit_log=audit,
+                   force_users=("slack:UBOB",)),  # on call: may force and read stacks
         host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

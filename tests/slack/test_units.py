@@ -331,3 +331,20 @@ def test_the_bot_token_only_goes_to_slack_hosts() -> None:
                 "https://files.slack.com.evil.example/x", "https://user:pw@files.slack.com/x",
                 "http://127.0.0.1:9999/x"):
         assert file_url_refused(bad, "http://127.0.0.1:8080/api/") is not None, bad
+
+
+def test_a_hang_or_timeout_answer_offers_to_sample_the_job_live() -> None:
+    from bot.slack.message import first_buttons
+
+    def buttons(category: str) -> list[dict[str, object]]:
+        answer = make(diagnosis={"root_causes": [{"category": category, "card": None,
+                                                  "confidence": 0.6}],
+                                 "suspects": [{"rank": 5, "host": "gpu-node-17"}]},
+                      input={"hosts": ["gpu-node-17", "gpu-node-18", "localhost"]})
+        return first_buttons(answer, "a1", "en", False)["elements"]  # type: ignore[no-any-return]
+
+    hang = [e for e in buttons("straggler_or_imbalance") if "stuck" in json.dumps(e)]
+    assert len(hang) == 1
+    value = json.loads(str(hang[0]["value"]))
+    assert value == {"nodes": ["gpu-node-17", "gpu-node-18"], "tool": "hang", "a": "a1"}
+    assert not [e for e in buttons("rank_crashed") if "stuck" in json.dumps(e)]

@@ -3,6 +3,7 @@
     GET  /health              liveness, no signature; says only ok
     GET  /openapi.json        the schema, no signature
     POST /v1/topo|env|xid     run that tool (validated body) -> ToolResult
+    POST /v1/hang             stacks, Flight Recorder, RAS and GPUs of a hanging job (on call)
     POST /v1/probe            one probe at a time; 409 when busy or GPUs are in use
     POST /v1/probe/check      would a probe start now? 200, or the probe's 403/409
     POST /v1/probe/status     is a probe running, whose, and which step (k of N) it is in
@@ -31,6 +32,7 @@ from tools.agent.models import (
     CheckReply,
     CheckRequest,
     EnvRequest,
+    HangRequest,
     PortReply,
     ProbeRequest,
     StatusReply,
@@ -166,6 +168,20 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
     def xid(body: XidRequest, request: Request) -> ToolResult:
         """Xid errors in dmesg or an allow-listed kernel log."""
         return _tool(request, "xid", body.model_dump(exclude_none=True))
+
+    @app.post("/v1/hang", response_model=ToolResult, responses={
+        403: {"description": "the user is not on call (NCCLBOT_ONCALL_USERS)"}})
+    def hang(body: HangRequest, request: Request) -> Any:
+        """Stacks, Flight Recorder, RAS and a GPU sample of a hanging job's ranks here (on-call
+        users only: it reads other processes' stacks)."""
+        user = request.state.ncclbot_user
+        if user not in allowed_force:
+            request.state.ncclbot_audit = {"tool": "hang", "outcome": "refused",
+                                           "reason": "not on call"}
+            return JSONResponse({"detail": f"user {user} may not read the ranks' stacks on "
+                                 "this node; the hang diagnostic is for on-call users "
+                                 "(NCCLBOT_ONCALL_USERS)", "reason": "not_on_call"}, 403)
+        return _tool(request, "hang", body.model_dump())
 
     @app.post("/v1/probe/port", response_model=PortReply)
     def probe_port() -> PortReply:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tools.hang.collect import HangParams
 from tools.probe.params import ProbeParams
 from tools.registry import EnvParams, TopoParams, XidParams
 
@@ -44,6 +45,13 @@ class XidRequest(XidParams):
             raise ValueError(f"file must be one of {', '.join(ALLOWED_LOG_FILES)} "
                              "(or omitted for dmesg)")
         return v
+
+
+class HangRequest(HangParams):
+    """A hang sample of this node's ranks: only processes with a rank in their environment
+    are ever looked at, and `pattern` is plain text (no regex)."""
+
+    model_config = STRICT
 
 
 class Rendezvous(BaseModel):

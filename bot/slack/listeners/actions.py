@@ -29,8 +29,12 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
         user, channel, thread_ts = _where(body)
         try:
             v = json.loads(action.get("value") or "{}")
+            if v.get("tool") == "hang":  # "Why is it stuck?": every node the answer names
+                nodes = [str(n) for n in (v.get("nodes") or [v["node"]])][:64]
+                diag.hang(client, user, channel, thread_ts, nodes, respond)
+                return
             node, tool, preset = str(v["node"]), str(v.get("tool", "probe")), v.get("preset")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             deps.store.audit(user, channel, "?", "?", None, "invalid",
                              f"malformed button: {str(action.get('value'))[:200]}")
             ephemeral(client, channel, user, "That button is malformed; ask again.", respond)

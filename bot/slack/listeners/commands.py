@@ -1,4 +1,5 @@
-"""`/nccl help | ask QUESTION | probe NODE [preset] | topo|env|xid NODE | lang en|zh|both`."""
+"""`/nccl help | ask QUESTION | probe NODE [preset] | topo|env|xid NODE | hang NODES |
+lang en|zh|both`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from bot.slack.conversation import Conversation
 from bot.slack.deps import Deps
 from bot.slack.diagnostics import Diagnostics
 from bot.slack.lang import LANGS
+from bot.slack.nodes import expand_nodes
 from tools.registry import TOOLS as NODE_TOOLS
 
 
@@ -24,6 +26,9 @@ def register(app: Any, deps: Deps, conv: Conversation, diag: Diagnostics) -> Non
         sub, words, rest = parse(command.get("text", ""))
         if sub == "ask" and rest:
             ack()
+        elif sub == "hang" and words:
+            ack(text=node_ack(deps, diag, command["user_id"], sub, " ".join(words)),
+                response_type="ephemeral")
         elif sub in NODE_TOOLS and words:
             ack(text=node_ack(deps, diag, command["user_id"], sub, words[0]),
                 response_type="ephemeral")
@@ -40,6 +45,9 @@ def register(app: Any, deps: Deps, conv: Conversation, diag: Diagnostics) -> Non
             posted = client.chat_postMessage(channel=channel, text=f"<@{user}> asked: {rest}")
             conv.handle({"channel": posted.get("channel") or channel, "user": user,
                          "ts": posted["ts"], "text": rest}, client)
+        elif sub == "hang" and words:
+            diag.hang(client, user, channel, None, expand_nodes(deps.settings, words), respond,
+                      told_refused=deps.authz.allowed_now(user) is False)
         elif sub in NODE_TOOLS and words:
             preset = words[1] if sub == "probe" and len(words) > 1 else None
             diag.run(client, user, channel, None, words[0], sub, preset, respond,
