@@ -53,7 +53,7 @@ def postgres_server() -> Iterator[str]:
         except ModuleNotFoundError:
             missing = "psycopg is not installed (pip install 'ncclbot[postgres]')"
     if missing is not None or bin_dir is None:
-        if os.environ.get("CI") == "true":
+        if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail(f"{missing} and CI=true: PostgreSQL tests may not be skipped")
         pytest.skip(str(missing))
     with pg.postgres_server(bin_dir) as url:
