@@ -172,9 +172,11 @@ class _PostgresTx(Tx):
 
 class PostgresDatabase(Database):
     """A PostgreSQL server through a small psycopg pool (connections checked before use,
-    replaced when broken). Unreachable at start: a StateError in one line."""
+    replaced when broken; a transaction waits at most `wait_s` for one). Unreachable at
+    start: a StateError in one line."""
 
-    def __init__(self, url: str, max_connections: int = 8, connect_timeout_s: int = 10) -> None:
+    def __init__(self, url: str, max_connections: int = 8, connect_timeout_s: int = 10,
+                 wait_s: float = 10.0) -> None:
         import psycopg
         from psycopg_pool import ConnectionPool
 
@@ -191,7 +193,7 @@ class PostgresDatabase(Database):
                              "connections from here.") from None
         self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, kwargs=extra,
                                     check=ConnectionPool.check_connection, open=False,
-                                    name="ncclbot-state")
+                                    name="ncclbot-state", timeout=wait_s)
         self._pool.open(wait=True, timeout=connect_timeout_s * 2)
 
     def reason(self, exc: Exception) -> str:

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -134,6 +135,28 @@ def test_two_replicas_claim_every_event_exactly_once(backend: str, request: pyte
     won = [e for res in results for e in res["won"]]
     assert sorted(won) == sorted(EVENTS)  # each event once, by one replica or the other
     assert sum(res["delivered"] for res in results) >= 2 * len(EVENTS)
+
+
+def test_postgres_health_follows_the_server(postgres_server: str) -> None:
+    """The database vanishes (connections cut): ping says so without raising; it comes
+    back: the pool reconnects and ping answers again."""
+    import psycopg
+
+    from tests import pg
+
+    with pg.fresh_database(postgres_server) as url:
+        store = Store(PostgresDatabase(url, wait_s=2))
+        assert store.claim_event("Ev1") and store.ping()
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            assert not store.ping()
+            admin.execute(f"CREATE DATABASE {name}")
+        deadline = time.monotonic() + 120  # the pool's reconnection backs off
+        while not store.ping() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert store.ping()
+        store.close()
 
 
 def _closed_port() -> int:
