@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     # Channels where diagnostics may run (`C1,C2`); empty: any channel the bot is in.
     probe_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
     sqlite_path: Path | None = None
+    # PostgreSQL instead of the SQLite file (`postgresql://user:pass@host/db`), so several
+    # replicas share one state.
+    database_url: SecretStr | None = None
     # Rate limits, per `slack_rate_window_s` seconds.
     slack_asks_per_user: int = Field(default=30, gt=0)
     slack_probes_per_user: int = Field(default=6, gt=0)
@@ -103,6 +106,17 @@ class Settings(BaseSettings):
 
                 return json.loads(text)
             return [u for u in text.replace(",", " ").split() if u]
+        return value
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _postgres_url(cls, value: Any) -> Any:
+        """Empty is unset; anything else must be a PostgreSQL URL (never echoed back)."""
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if text is None or text == "":
+            return None
+        if not str(text).startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL")
         return value
 
     @classmethod

@@ -4,7 +4,8 @@ NcclbotError            every expected failure; `hint` says what to do next
 ├── InputError          a log we cannot read (binary, empty, too big, unreadable archive)
 ├── ConfigError         bad settings or config file
 ├── KnowledgeError      a defective card or taxonomy
-└── NodeError           a node agent that is unknown, unreachable, refuses or is busy
+├── NodeError           a node agent that is unknown, unreachable, refuses or is busy
+└── StateError          the state database cannot be reached
 """
 
 from __future__ import annotations
@@ -37,4 +38,8 @@ class KnowledgeError(NcclbotError):
 
 
 class NodeError(NcclbotError):
+    exit_code = 3
+
+
+class StateError(NcclbotError):
     exit_code = 3

@@ -11,13 +11,17 @@ every root cause proposed so far. Slack keeps only what is truly Slack's elsewhe
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
+
+from bot.db import Database, SqliteDatabase, open_database
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +63,8 @@ class ThreadState(BaseModel):
 
 
 class ThreadStore(Protocol):
-    """Where thread state lives: in memory, or SQLite so threads survive a restart."""
+    """Where thread state lives: in memory, or the state database (SQLite or PostgreSQL) so
+    threads survive a restart and are shared by replicas."""
 
     def get(self, thread_id: str) -> ThreadState | None: ...
 
@@ -89,31 +94,31 @@ class InMemoryThreadStore:
                 self._data.pop(next(iter(self._data)))
 
 
-class SqliteThreadStore:
-    """Thread states in one SQLite file (table `thread_state`); safe to share between
-    threads and processes. Keeps the `max_threads` most recently used, for `ttl_s`."""
+class SqlThreadStore:
+    """Thread states in the state database (table `thread_state`, SQLite or PostgreSQL);
+    safe to share between threads, processes and replicas. Keeps the `max_threads` most
+    recently used, for `ttl_s`."""
 
     SCHEMA = """CREATE TABLE IF NOT EXISTS thread_state (
         thread_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated REAL NOT NULL);
         CREATE INDEX IF NOT EXISTS thread_state_updated ON thread_state(updated);"""
 
-    def __init__(self, path: str | Path, max_threads: int = 10_000,
+    def __init__(self, db: Database, max_threads: int = 10_000,
                  ttl_s: float = 30 * 86400) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = db
         self.max_threads = max_threads
         self.ttl_s = ttl_s
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(self.SCHEMA)
-            self._db.commit()
+        db.create(self.SCHEMA)
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file (None on PostgreSQL)."""
+        return self.db.path
 
     def get(self, thread_id: str) -> ThreadState | None:
-        with self._lock:
-            row = self._db.execute("SELECT state FROM thread_state WHERE thread_id=?",
-                                   (thread_id,)).fetchone()
+        with self.db.tx() as tx:
+            row = tx.execute("SELECT state FROM thread_state WHERE thread_id=?",
+                             (thread_id,)).fetchone()
         if row is None:
             return None
         try:
@@ -127,25 +132,31 @@ class SqliteThreadStore:
         if state.thread_id is None:
             return
         now = time.time()
-        with self._lock:
-            try:
-                self._db.execute("INSERT OR REPLACE INTO thread_state VALUES (?,?,?)",
-                                 (state.thread_id, state.model_dump_json(), now))
-                self._prune(now)
-                self._db.commit()
-            except BaseException:
-                self._db.rollback()
-                raise
-
-    def _prune(self, now: float) -> None:
-        self._db.execute("DELETE FROM thread_state WHERE updated < ?", (now - self.ttl_s,))
-        self._db.execute("DELETE FROM thread_state WHERE thread_id NOT IN (SELECT thread_id "
-                         "FROM thread_state ORDER BY updated DESC LIMIT ?)", (self.max_threads,))
+        with self.db.tx() as tx:
+            tx.execute("INSERT INTO thread_state VALUES (?,?,?) ON CONFLICT (thread_id) DO "
+                       "UPDATE SET state=excluded.state, updated=excluded.updated",
+                       (state.thread_id, state.model_dump_json(), now))
+            tx.execute("DELETE FROM thread_state WHERE updated < ?", (now - self.ttl_s,))
+            tx.execute("DELETE FROM thread_state WHERE thread_id NOT IN (SELECT thread_id "
+                       "FROM thread_state ORDER BY updated DESC LIMIT ?)", (self.max_threads,))
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM thread_state").fetchone()[0])
+        with self.db.tx() as tx:
+            row = tx.execute("SELECT COUNT(*) FROM thread_state").fetchone()
+        return int(row[0]) if row else 0
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self.db.close()
+
+
+class SqliteThreadStore(SqlThreadStore):
+    """A thread store of its own in the SQLite file `path`."""
+
+    def __init__(self, path: str | Path, max_threads: int = 10_000,
+                 ttl_s: float = 30 * 86400) -> None:
+        super().__init__(SqliteDatabase(path), max_threads, ttl_s)
+
+
+def open_thread_store(settings: Settings) -> SqlThreadStore:
+    """The thread store in the state database the settings name."""
+    return SqlThreadStore(open_database(settings))

@@ -183,9 +183,9 @@ class Troubleshooter:
         self._chat_model = chat_model
         self._agent_store = agent_store
         if self.uses_llm and agent_store is None:
-            from bot.threads import SqliteThreadStore
+            from bot.threads import open_thread_store
 
-            self._agent_store = SqliteThreadStore(settings.state_db)
+            self._agent_store = open_thread_store(settings)
         self.analyses = AnalysisCache(analyzer or make_analyzer(settings), cache_size)
         self.breaker = CircuitBreaker()
 

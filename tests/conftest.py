@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,39 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     monkeypatch.setenv("NCCLBOT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
     monkeypatch.setenv("NCCLBOT_INDEX_DIR", str(shared_index_dir))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A throwaway PostgreSQL server for the session (`tests.pg`); its URL. Without
+    PostgreSQL (or psycopg) the tests that use it skip, except under CI=true, where they
+    fail: CI installs both and must not skip them silently."""
+    from tests import pg
+
+    missing = None
+    bin_dir = pg.bindir()
+    if bin_dir is None:
+        missing = "PostgreSQL is not installed (no initdb; apt-get install postgresql)"
+    else:
+        try:
+            import psycopg  # noqa: F401
+        except ModuleNotFoundError:
+            missing = "psycopg is not installed (pip install 'ncclbot[postgres]')"
+    if missing is not None or bin_dir is None:
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"{missing} and CI=true: PostgreSQL tests may not be skipped")
+        pytest.skip(str(missing))
+    with pg.postgres_server(bin_dir) as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """An empty database of its own on the session's PostgreSQL server, for one test."""
+    from tests import pg
+
+    with pg.fresh_database(postgres_server) as url:
+        yield url
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -3,8 +3,8 @@
 `respond(question, attachments=(), thread_id=None, settings=None, confirm_probe=None)`
 is the entry point for the Slack app and `ncclbot ask`. Importing this package is
 cheap: LangChain is imported only when `respond` runs with a provider configured.
-Conversation state: `bot.threads.InMemoryThreadStore` (the default) or
-`SqliteThreadStore(path)`, passed as `store=`.
+Conversation state: `bot.threads.InMemoryThreadStore` (the default), `SqliteThreadStore(path)`
+or `open_thread_store(settings)` (SQLite or PostgreSQL), passed as `store=`.
 """
 
 from __future__ import annotations

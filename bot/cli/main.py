@@ -234,6 +234,7 @@ EXTRA_OF_MODULE = {
     "langchain": "llm", "langchain_core": "llm", "langchain_openai": "llm",
     "langchain_ollama": "llm", "langgraph": "llm", "httpx": "client", "fastapi": "node",
     "uvicorn": "node", "pynvml": "node", "matplotlib": "node", "torch": "probe",
+    "psycopg": "postgres", "psycopg_pool": "postgres",
 }
 
 

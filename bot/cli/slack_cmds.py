@@ -68,10 +68,10 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
 
         settings = settings_from(config)
         out = console()
-        if not settings.state_db.exists():
+        if settings.database_url is None and not settings.state_db.exists():
             out.print(f"No feedback yet ({settings.state_db} does not exist).")
             return
-        store = Store(settings.state_db)
+        store = Store.open(settings)
         rows = store.feedback_report()
         if not rows:
             out.print("No feedback yet.")

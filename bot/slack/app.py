@@ -73,7 +73,7 @@ def shutdown(app: App, wait: bool = True) -> None:
 
 
 def build_deps(settings: Settings, client: WebClient) -> Deps:
-    store = Store(settings.state_db)
+    store = Store.open(settings)
     return Deps(
         settings=settings,
         store=store,

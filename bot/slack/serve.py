@@ -107,7 +107,8 @@ def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None =
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers") or []}
         if method == "GET" and route == "/healthz":
-            ok, report = state.status()
+            # off the event loop: a database that does not answer must not stall events
+            ok, report = await asyncio.to_thread(state.status)
             await _reply(send, 200 if ok else 503, json.dumps(report).encode(),
                          {"content-type": "application/json"})
             return

@@ -1,22 +1,23 @@
-"""Slack's own SQLite state: the ids of the events already received (so Slack's retries are
-not answered twice), each thread's log files (dedup fingerprints), stored answers,
+"""Slack's own state, in the state database (a SQLite file, or PostgreSQL shared by
+replicas): the ids of the events already received (so Slack's retries are not answered
+twice, by any replica), each thread's log files (dedup fingerprints), stored answers,
 feedback, audit and language preferences. A thread's memory itself is the one
-`bot.threads.ThreadState`, in the same file (`Store.threads`)."""
+`bot.threads.ThreadState`, in the same database (`Store.threads`)."""
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.contract import Answer
-from bot.threads import SqliteThreadStore, ThreadState
+from bot.db import Database, SqliteDatabase, open_database
+from bot.threads import SqlThreadStore, ThreadState
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fingerprints (
@@ -26,14 +27,16 @@ CREATE TABLE IF NOT EXISTS answers (
     id TEXT PRIMARY KEY, channel TEXT, thread_ts TEXT, logs_key TEXT, answer TEXT, created REAL);
 CREATE INDEX IF NOT EXISTS answers_logs ON answers (channel, thread_ts, logs_key);
 CREATE TABLE IF NOT EXISTS feedback (
-    answer_id TEXT, user TEXT, helpful INTEGER, reason TEXT, category TEXT, card TEXT,
-    created REAL, PRIMARY KEY (answer_id, user));
+    answer_id TEXT, "user" TEXT, helpful INTEGER, reason TEXT, category TEXT, card TEXT,
+    created REAL, PRIMARY KEY (answer_id, "user"));
 CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, user TEXT, channel TEXT, node TEXT,
+    id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, "user" TEXT, channel TEXT, node TEXT,
     tool TEXT, preset TEXT, outcome TEXT, detail TEXT);
 CREATE TABLE IF NOT EXISTS prefs (scope TEXT PRIMARY KEY, lang TEXT);
 CREATE TABLE IF NOT EXISTS events (event_id TEXT PRIMARY KEY, received REAL);
+CREATE INDEX IF NOT EXISTS events_received ON events (received);
 """
+
 
 def thread_id(channel: str, thread_ts: str) -> str:
     """A Slack thread's id in the thread store (and for the Troubleshooter)."""
@@ -55,49 +58,35 @@ class LogRef:
 
 
 class Store:
-    """A small thread-safe wrapper over one SQLite file."""
+    """Slack's state over one `Database` (a SQLite file when given a path); thread-safe,
+    and safe for several processes or replicas sharing the database."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+    def __init__(self, db: Database | str | Path) -> None:
+        self.db = db if isinstance(db, Database) else SqliteDatabase(db)
+        self.path = self.db.path
         self._pruned = float("-inf")
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
-        self._db.commit()
-        self.threads = SqliteThreadStore(self.path)
+        self.db.create(SCHEMA)
+        self.threads = SqlThreadStore(self.db)
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                yield self._db
-                self._db.commit()
-            except BaseException:
-                self._db.rollback()
-                raise
+    @classmethod
+    def open(cls, settings: Settings) -> Store:
+        """The store in the database the settings name (PostgreSQL or the SQLite file)."""
+        return cls(open_database(settings))
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
-        self.threads.close()
+        self.db.close()
 
     def ping(self) -> bool:
         """Whether the database answers (for the health check)."""
-        try:
-            with self._tx() as db:
-                db.execute("SELECT 1").fetchone()
-            return True
-        except sqlite3.Error:
-            return False
+        return self.db.ping()
 
     # Slack events already received: retries (X-Slack-Retry-Num) carry the same event_id.
     def claim_event(self, event_id: str, now: float | None = None) -> bool:
-        """Record an event id; False when it was already received (a retry or a replay)."""
+        """Record an event id; False when it was already received (a retry or a replay),
+        by this process or any other on the same database: the insert is atomic."""
         now = time.time() if now is None else now
-        with self._tx() as db:
-            new = db.execute("INSERT OR IGNORE INTO events VALUES (?,?)",
+        with self.db.tx() as db:
+            new = db.execute("INSERT INTO events VALUES (?,?) ON CONFLICT DO NOTHING",
                              (event_id, now)).rowcount == 1
             if new and now - self._pruned > 3600:  # forget old ids now and then
                 self._pruned = now
@@ -118,20 +107,20 @@ class Store:
     # Dedup fingerprints (content hash of each downloaded log).
     def add_log(self, channel: str, thread_ts: str, ref: LogRef) -> bool:
         """Remember a log for the thread; False when the same content was already there."""
-        with self._tx() as db:
+        with self.db.tx() as db:
             cur = db.execute(
-                "INSERT OR IGNORE INTO fingerprints VALUES (?,?,?,?,?,?,?)",
+                "INSERT INTO fingerprints VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                 (channel, thread_ts, ref.sha256, ref.name, ref.path, ref.size, time.time()))
             return cur.rowcount == 1
 
     def seen_log(self, channel: str, thread_ts: str, sha256: str) -> LogRef | None:
-        with self._tx() as db:
+        with self.db.tx() as db:
             row = db.execute("SELECT sha256,name,path,size FROM fingerprints WHERE channel=? AND "
                              "thread_ts=? AND sha256=?", (channel, thread_ts, sha256)).fetchone()
         return LogRef(*row) if row else None
 
     def logs(self, channel: str, thread_ts: str) -> list[LogRef]:
-        with self._tx() as db:
+        with self.db.tx() as db:
             rows = db.execute("SELECT sha256,name,path,size FROM fingerprints WHERE channel=? AND "
                               "thread_ts=? ORDER BY added", (channel, thread_ts)).fetchall()
         return [LogRef(*r) for r in rows]
@@ -140,7 +129,7 @@ class Store:
     def save_answer(self, channel: str, thread_ts: str, answer: Answer,
                     logs_key: str = "") -> str:
         answer_id = uuid.uuid4().hex[:16]
-        with self._tx() as db:
+        with self.db.tx() as db:
             db.execute("INSERT INTO answers VALUES (?,?,?,?,?,?)",
                        (answer_id, channel, thread_ts, logs_key,
                         answer.model_dump_json(), time.time()))
@@ -148,7 +137,7 @@ class Store:
 
     def answer(self, answer_id: str) -> Answer | None:
         """A stored answer; None when there is none, or it was stored in an older shape."""
-        with self._tx() as db:
+        with self.db.tx() as db:
             row = db.execute("SELECT answer FROM answers WHERE id=?", (answer_id,)).fetchone()
         if not row:
             return None
@@ -158,7 +147,7 @@ class Store:
             return None
 
     def answer_for_logs(self, channel: str, thread_ts: str, logs_key: str) -> str | None:
-        with self._tx() as db:
+        with self.db.tx() as db:
             row = db.execute("SELECT id FROM answers WHERE channel=? AND thread_ts=? AND "
                              "logs_key=? ORDER BY created DESC", (channel, thread_ts, logs_key)
                              ).fetchone()
@@ -169,50 +158,53 @@ class Store:
                      ) -> None:
         answer = self.answer(answer_id)
         top = answer.root_causes[0] if answer and answer.root_causes else None
-        with self._tx() as db:
-            old = db.execute("SELECT reason FROM feedback WHERE answer_id=? AND user=?",
-                             (answer_id, user)).fetchone()
-            db.execute("INSERT OR REPLACE INTO feedback VALUES (?,?,?,?,?,?,?)",
-                       (answer_id, user, int(helpful), reason or (old[0] if old else None),
+        with self.db.tx() as db:  # a new vote keeps the reason given earlier
+            db.execute('INSERT INTO feedback VALUES (?,?,?,?,?,?,?) ON CONFLICT (answer_id, '
+                       '"user") DO UPDATE SET helpful=excluded.helpful, reason=COALESCE('
+                       'excluded.reason, feedback.reason), category=excluded.category, '
+                       'card=excluded.card, created=excluded.created',
+                       (answer_id, user, int(helpful), reason or None,
                         top.category if top else "unknown", (top.card if top else None) or "-",
                         time.time()))
 
     def feedback_report(self) -> list[tuple[str, str, int, int]]:
         """(category, card, helpful, not helpful) rows, most feedback first."""
-        with self._tx() as db:
-            return db.execute(
+        with self.db.tx() as db:
+            rows = db.execute(
                 "SELECT category, card, SUM(helpful), SUM(1-helpful) FROM feedback "
                 "GROUP BY category, card ORDER BY COUNT(*) DESC, category, card").fetchall()
+        return [(str(cat), str(card), int(up), int(down)) for cat, card, up, down in rows]
 
     def feedback_reasons(self) -> list[tuple[str, str, str]]:
-        with self._tx() as db:
-            return db.execute("SELECT category, card, reason FROM feedback WHERE reason IS NOT "
+        with self.db.tx() as db:
+            rows = db.execute("SELECT category, card, reason FROM feedback WHERE reason IS NOT "
                               "NULL AND reason != '' ORDER BY created").fetchall()
+        return [(str(cat), str(card), str(reason)) for cat, card, reason in rows]
 
     # Audit trail.
     def audit(self, user: str, channel: str | None, node: str, tool: str, preset: str | None,
               outcome: str, detail: str = "") -> None:
-        with self._tx() as db:
-            db.execute("INSERT INTO audit (ts,user,channel,node,tool,preset,outcome,detail) "
+        with self.db.tx() as db:
+            db.execute('INSERT INTO audit (ts,"user",channel,node,tool,preset,outcome,detail) '
                        "VALUES (?,?,?,?,?,?,?,?)",
                        (time.time(), user, channel, node, tool, preset, outcome, detail[:2000]))
 
     def audit_rows(self) -> list[dict[str, Any]]:
-        with self._tx() as db:
-            cur = db.execute("SELECT ts,user,channel,node,tool,preset,outcome,detail FROM audit "
-                             "ORDER BY id")
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        with self.db.tx() as db:
+            rows = db.execute('SELECT ts,"user",channel,node,tool,preset,outcome,detail FROM '
+                              'audit ORDER BY id')
+        return [dict(zip(rows.columns, r, strict=True)) for r in rows.rows]
 
     # Language preferences: scope is "user:U123" or "channel:C123".
     def set_lang(self, scope: str, lang: str | None) -> None:
-        with self._tx() as db:
+        with self.db.tx() as db:
             if lang is None:
                 db.execute("DELETE FROM prefs WHERE scope=?", (scope,))
             else:
-                db.execute("INSERT OR REPLACE INTO prefs VALUES (?,?)", (scope, lang))
+                db.execute("INSERT INTO prefs VALUES (?,?) ON CONFLICT (scope) DO UPDATE SET "
+                           "lang=excluded.lang", (scope, lang))
 
     def lang(self, scope: str) -> str | None:
-        with self._tx() as db:
+        with self.db.tx() as db:
             row = db.execute("SELECT lang FROM prefs WHERE scope=?", (scope,)).fetchone()
         return row[0] if row else None

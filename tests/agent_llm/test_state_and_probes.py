@@ -203,8 +203,8 @@ def test_sqlite_store_is_bounded_and_tolerates_a_bad_row(tmp_path: Path):
     for i in range(4):
         store.put(ThreadState(thread_id=f"t{i}"))
     assert len(store) == 2 and store.get("t0") is None and store.get("t3") is not None
-    store._db.execute("UPDATE thread_state SET state='{not json' WHERE thread_id='t3'")
-    store._db.commit()
+    with store.db.tx() as tx:
+        tx.execute("UPDATE thread_state SET state='{not json' WHERE thread_id='t3'")
     assert store.get("t3") is None  # logged and started afresh, not a crash
 
 

@@ -60,10 +60,10 @@ def test_agent_explanation_and_suggested_probes(slack: FakeSlack, probe_settings
         answer = _answer_msg(slack, "C1", "90.1", "Rank 2 ran out of GPU memory")
         assert seen[0]["question"] == "why?" and seen[0]["thread_id"] == "C1:90.1"
         assert len(seen[0]["attachments"]) == 1
-        # the agent's thread state lives in the bot's SQLite file
-        from bot.threads import SqliteThreadStore
+        # the agent's thread state lives in the bot's state database (the SQLite file)
+        from bot.threads import SqlThreadStore
 
-        assert isinstance(seen[0]["store"], SqliteThreadStore)
+        assert isinstance(seen[0]["store"], SqlThreadStore)
         assert seen[0]["store"].path == settings.state_db
         sections = [b["text"]["text"] for b in answer["blocks"] if b["type"] == "section"]
         assert any(t.startswith("Rank 2 ran out of GPU memory") for t in sections)
