@@ -306,9 +306,35 @@ def test_variant_builds_and_validates(variant: str, tmp_path: Path) -> None:
     for doc in docs:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
         if doc["kind"] in WORKLOADS:
+            if variant == "agent-hang" and doc["kind"] == "DaemonSet":
+                doc = without_hang_access(doc)  # its one exception, checked below
             test_pod_security_and_resources(doc["metadata"]["name"], doc)
             test_long_running_pods_have_probes(doc["metadata"]["name"], doc)
     assert agent_tls_problems(docs) == []
+
+
+def without_hang_access(agent: dict[str, Any]) -> dict[str, Any]:
+    """The agent of the agent-hang variant with exactly what the variant grants taken away
+    (root, SYS_PTRACE, hostPID, --allow-root); anything else it loosened still fails."""
+    doc = copy.deepcopy(agent)
+    spec = pod_spec(doc)
+    assert spec.pop("hostPID") is True
+    (c,) = spec["containers"]
+    sc = c["securityContext"]
+    assert (sc.pop("runAsUser"), sc.pop("runAsNonRoot")) == (0, False)
+    sc["capabilities"]["add"].remove("SYS_PTRACE")
+    assert c["args"][-1] == "--allow-root"
+    return doc
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+def test_agent_hang_variant_grants_only_what_hang_needs(tmp_path: Path) -> None:
+    (agent,) = [d for d in build_with("agent-hang", tmp_path) if d["kind"] == "DaemonSet"]
+    (base,) = [d for _, d in DOCS if d["kind"] == "DaemonSet"]
+    assert pod_spec(agent)["hostPID"] is True and "hostPID" not in pod_spec(base)
+    stripped = without_hang_access(agent)
+    assert pod_spec(stripped)["containers"][0]["args"][:-1] == pod_spec(base)["containers"][0][
+        "args"]
 
 
 def replicas_2_problems(docs: list[dict[str, Any]]) -> list[str]:
