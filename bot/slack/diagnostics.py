@@ -135,9 +135,8 @@ class Diagnostics:
             return refuse("channel", f":no_entry: Diagnostics run only in {allowed}; ask there.")
         if not d.authz.allowed(user):
             return refuse("refused", self.refusal(nodes[0], "hang"))
-        for node in nodes:
-            if reason := d.limits.probe(user, node):
-                return refuse("rate_limited", f":hourglass: Not now: {reason}.")
+        if reason := d.limits.hang(user, nodes):
+            return refuse("rate_limited", f":hourglass: Not now: {reason}.")
         claimed = [n for n in nodes if d.limits.claim_node(n)]
         try:
             if len(claimed) < len(nodes):

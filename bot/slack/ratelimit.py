@@ -64,6 +64,16 @@ class Limits:
             return f"{node} has had too many diagnostics; try again in {wait:.0f} s"
         return None
 
+    def hang(self, user: str, nodes: list[str]) -> str | None:
+        """`/nccl hang` on several nodes counts once for the person and once per node."""
+        wait = self.probes_per_user.hit(f"user:{user}")
+        if wait:
+            return f"you have run too many diagnostics; try again in {wait:.0f} s"
+        for node in nodes:
+            if wait := self.probes_per_node.hit(f"node:{node}"):
+                return f"{node} has had too many diagnostics; try again in {wait:.0f} s"
+        return None
+
     def claim_node(self, node: str) -> bool:
         """One diagnostic per node at a time; False when one is already running."""
         with self._lock:

@@ -38,6 +38,10 @@ def test_rate_limits() -> None:
     assert lim.claim_node("n1") and not lim.claim_node("n1")
     lim.release_node("n1")
     assert lim.claim_node("n1")
+    # /nccl hang on eight nodes is one diagnostic for the person, one for each node
+    lim = Limits(probes_per_user=(1, 60), probes_per_node=(1, 60))
+    assert lim.hang("a", [f"n{i}" for i in range(8)]) is None
+    assert "too many" in (lim.hang("b", ["n3"]) or "")
 
 
 def test_render_respects_slack_limits() -> None:
