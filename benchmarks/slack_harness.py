@@ -7,7 +7,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,14 +43,23 @@ class Bot:
 
     def first_answers(self, threads: list[str], timeout: float) -> dict[str, float]:
         """Seconds from each thread's mention to its first answer (missing: none in time)."""
+        return self._times(threads, timeout, lambda blocks: "ncclbot_details" in blocks)
+
+    def finished(self, threads: list[str], timeout: float) -> dict[str, float]:
+        """Seconds from each thread's mention to its final message (any message the status
+        gave way to: an answer, or a note that nothing was accepted)."""
+        return self._times(threads, timeout, lambda blocks: ":hourglass" not in blocks)
+
+    def _times(self, threads: list[str], timeout: float, final: Callable[[str], bool]
+               ) -> dict[str, float]:
+        """When each thread's status message was first updated to blocks `final` accepts."""
         done: dict[str, float] = {}
         deadline = time.monotonic() + timeout
         while len(done) < len(threads) and time.monotonic() < deadline:
             for c in self.slack.of("chat.update"):
-                if "ncclbot_details" not in json.dumps(c.params.get("blocks")):
-                    continue
                 thread = self.slack.messages.get(("C1", c.params["ts"]), {}).get("thread_ts")
-                if thread in threads and thread not in done:
+                if (thread in threads and thread not in done
+                        and final(json.dumps(c.params.get("blocks")))):
                     done[thread] = c.t - self.sent[thread]
             time.sleep(0.1)
         return done
