@@ -94,6 +94,12 @@ class Settings(BaseSettings):
     slack_probes_per_user: int = Field(default=6, gt=0)
     slack_probes_per_node: int = Field(default=4, gt=0)
     slack_rate_window_s: float = Field(default=600.0, gt=0)
+    # Fair scheduling: answers worked on at once, per user, and waiting per user (beyond
+    # that a person is told to wait for the earlier ones); LLM follow-ups have their own.
+    slack_workers: int = Field(default=8, gt=0)
+    slack_jobs_per_user: int = Field(default=1, gt=0)
+    slack_queue_per_user: int = Field(default=3, ge=0)
+    slack_llm_workers: int = Field(default=8, gt=0)
 
     @field_validator("oncall_users", "agent_names", "probe_channels", mode="before")
     @classmethod

@@ -199,9 +199,21 @@ def answer_from_analysis(report: LogReport, diagnosis: Diagnosis, cards: Sequenc
 
 
 def add_source_notes(answer: Answer, report: LogReport) -> Answer:
-    """Each input's reading problems (skipped zip members, decoding, limits) as notes."""
-    return answer.with_notes(*(f"{src.name}: {p}" for src in report.sources
-                               for p in src.problems))
+    """Each input's reading problems (skipped zip members, decoding, limits) as notes; one
+    problem shared by many inputs (the members not read after a zip bomb) is one note."""
+    by_problem: dict[str, list[str]] = {}
+    for src in report.sources:
+        for p in src.problems:
+            by_problem.setdefault(p, []).append(src.name)
+    notes: list[str] = []
+    for src in report.sources:
+        for p in src.problems:
+            names = by_problem[p]
+            if len(names) <= 3:
+                notes.append(f"{src.name}: {p}")
+            elif src.name == names[0]:
+                notes.append(f"{len(names)} inputs ({names[0]} … {names[-1]}): {p}")
+    return answer.with_notes(*notes)
 
 
 #: the card for a live hang where one rank is in its own code and the others wait for it

@@ -40,7 +40,7 @@ from bot.agent.providers import (
     make_chat_model,
 )
 from bot.agent.redact import Redactor
-from bot.agent.validate import validate_answer
+from bot.agent.validate import NodeNames, validate_answer
 from bot.ask import resolve_lang
 from bot.config import Settings, load_settings
 from bot.contract import Answer, LlmUse, ProbeRun, SimilarIncident
@@ -131,7 +131,8 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
         return finish_fallback([*notes, *run.notes,
                                 f"the LLM gave no usable answer; {DETERMINISTIC}"])
 
-    outcome = _validate(run.answer, ctx, list(inventory.nodes) if inventory else [])
+    outcome = _validate(run.answer, ctx, list(inventory.nodes) if inventory else [],
+                        inventory_names(inventory), guarded.shown())
     notes.extend([*run.notes, *redactor.restore_obj(outcome.notes)])
     if not outcome.grounded:
         return finish_fallback([*notes, "nothing in the LLM's answer could be grounded in "
@@ -160,10 +161,15 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     return answer
 
 
-def _validate(answer: AgentAnswer, ctx: ToolContext, node_names: Sequence[str]) -> Any:
+def _validate(answer: AgentAnswer, ctx: ToolContext, node_names: Sequence[str],
+              inventory_hosts: Sequence[str], shown: str) -> Any:
     """Validate the model's answer (in placeholder space, as the model saw everything);
-    `node_names`: the inventory's nodes (none when it is missing or unreadable)."""
+    `node_names`: the inventory's nodes (none when it is missing or unreadable),
+    `inventory_hosts`: every name in it; `shown`: the last request the model was sent."""
     state, redactor = ctx.state, ctx.redactor
+    log_hosts = [str(h) for data in state.analyses.values()
+                 for h in data.get("input", {}).get("hosts") or []]
+    learned = [v for k, v in redactor.mapping.items() if k.startswith("HOST_")]
     analyzed = state.analyzed_files()
     read_line = line_reader({n: p for n, p in state.attachments.items() if n in state.log_files})
 
@@ -187,6 +193,9 @@ def _validate(answer: AgentAnswer, ctx: ToolContext, node_names: Sequence[str]) 
         analyzed_files={redactor.redact(f) for f in analyzed},
         known_nodes={redactor.redact(n) for n in node_names},
         all_card_ids=list(ctx.cards),
+        node_names=NodeNames(
+            known={*node_names, *(redactor.redact(n) for n in node_names)},
+            naming=[*inventory_hosts, *log_hosts, *learned], seen=shown),
     )
 
 

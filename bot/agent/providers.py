@@ -9,6 +9,7 @@ answer and a total token budget.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -117,6 +118,8 @@ class GuardedChatModel(BaseChatModel):
     redactor: Redactor
     budget: Budget
     on_request: Callable[[list[BaseMessage]], None] | None = Field(default=None, exclude=True)
+    #: the last request as it was sent (redacted): everything the model has been shown
+    sent: list[BaseMessage] = Field(default_factory=list, exclude=True)
 
     @property
     def _llm_type(self) -> str:
@@ -146,9 +149,19 @@ class GuardedChatModel(BaseChatModel):
                                         for c in m.tool_calls]
                 update["invalid_tool_calls"] = self.redactor.redact_obj(m.invalid_tool_calls)
             out.append(m.model_copy(update=update))
+        self.sent = out
         if self.on_request is not None:
             self.on_request(out)
         return out
+
+    def shown(self) -> str:
+        """The text of the last request (contents and tool-call arguments), as sent."""
+        parts = []
+        for m in self.sent:
+            parts.append(m.content if isinstance(m.content, str) else json.dumps(m.content))
+            if isinstance(m, AIMessage):
+                parts += [json.dumps(c["args"], ensure_ascii=False) for c in m.tool_calls]
+        return "\n".join(parts)
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None,

@@ -8,7 +8,10 @@
   is among the lines analyze_log reported; every replacement or drop gets a note;
 - a remediation step must point at an existing step of a returned card;
 - a probe suggestion must name a known preset and a node of the inventory;
-- the explanation may not name a card no tool returned (the id is removed, with a note).
+- the explanation may not name a card no tool returned (the id is removed, with a note);
+- nor a node it was never shown: a name shaped like the cluster's node names (or a host
+  placeholder) that is neither in the inventory nor in anything the model was sent (the
+  question, the logs, tool outputs) is removed, with a note.
 """
 
 from __future__ import annotations
@@ -33,6 +36,32 @@ MIN_QUOTE = 12
 #: Otherwise: this share of the line's words (and of the quote's) must be shared.
 MIN_WORD_SHARE = 0.6
 UNVERIFIED_CARD = "[unverified card]"
+UNVERIFIED_NODE = "[unverified node]"
+#: A host-name-like word: letters first, then letters, digits, '-', '_' or dotted labels.
+_HOST_WORD = re.compile(r"(?<![\w.-])[A-Za-z][\w-]*(?:\.[A-Za-z0-9-]+)*(?![\w-])")
+_HOST_PLACEHOLDER = r"HOST_\d+"
+
+
+@dataclass(frozen=True)
+class NodeNames:
+    """What the explanation may call a node. `known`: the inventory's node names as the
+    model knows them; `naming`: real host names (the inventory's, the logs') whose shape a
+    node name has (digit runs vary: gpu-node07 -> gpu-node<digits>); `seen`: everything the
+    model was sent, as it was sent (placeholders and all)."""
+
+    known: Collection[str]
+    naming: Collection[str]
+    seen: str = ""
+
+    def shape(self) -> re.Pattern[str]:
+        """One pattern for every node-name shape (host placeholders always included)."""
+        shapes = {_HOST_PLACEHOLDER}
+        for name in self.naming:
+            for part in {name, name.split(".", 1)[0]}:
+                if re.search(r"\d", part) and part[:1].isalpha():
+                    shapes.add("".join(r"\d+" if piece.isdigit() else re.escape(piece)
+                                       for piece in re.split(r"(\d+)", part)))
+        return re.compile("|".join(sorted(shapes)), re.IGNORECASE)
 
 
 @dataclass
@@ -150,12 +179,14 @@ def validate_answer(answer: AgentAnswer, *, cards: Mapping[str, Card],
                     presets: Collection[str] = (),
                     analyzed_files: Collection[str] | None = None,
                     known_nodes: Collection[str] | None = None,
-                    all_card_ids: Collection[str] = ()) -> Outcome:
+                    all_card_ids: Collection[str] = (),
+                    node_names: NodeNames | None = None) -> Outcome:
     """Check every claim of `answer` against what tools returned; see the module doc.
 
     `cards`: the cards tools returned; `all_card_ids`: every card id (to find ids the
     explanation names without a tool having returned them); `known_nodes`: the inventory's
-    node names as the model knows them (None: not checked)."""
+    node names as the model knows them (None: not checked); `node_names`: what the
+    explanation may call a node (None: not checked)."""
     out = Outcome(answer=AgentAnswer(explanation=answer.explanation))
     known = known_evidence or {}
     root_causes: list[RootCauseClaim] = []
@@ -176,9 +207,11 @@ def validate_answer(answer: AgentAnswer, *, cards: Mapping[str, Card],
     probes = _check_probes(answer, out, presets, known_nodes)
     unverified = ({*all_card_ids, *(d["card"] for d in out.dropped if "card" in d)}
                   - set(cards))
-    out.answer = AgentAnswer(explanation=_strip_card_ids(answer.explanation, unverified, out),
-                             root_causes=root_causes, remediation=steps, citations=citations,
-                             probes=probes)
+    explanation = _strip_card_ids(answer.explanation, unverified, out)
+    if node_names is not None:
+        explanation = _strip_unknown_nodes(explanation, node_names, out)
+    out.answer = AgentAnswer(explanation=explanation, root_causes=root_causes,
+                             remediation=steps, citations=citations, probes=probes)
     return out
 
 
@@ -227,3 +260,29 @@ def _strip_card_ids(text: str, ids: Collection[str], out: Outcome) -> str:
             out.notes.append(f"removed card id {cid!r} from the explanation: no tool returned it")
             out.dropped.append({"kind": "explanation_card", "card": cid})
     return text
+
+
+def _strip_unknown_nodes(text: str, nodes: NodeNames, out: Outcome) -> str:
+    """The explanation without node names the model made up (each removal noted)."""
+    shape = nodes.shape()
+    known = set(nodes.known)
+    made_up: list[str] = []
+
+    def check(m: re.Match[str]) -> str:
+        word = m.group(0)
+        if not shape.fullmatch(word) or word in known or _said(word, nodes.seen):
+            return word
+        if word not in made_up:
+            made_up.append(word)
+        return UNVERIFIED_NODE
+
+    text = _HOST_WORD.sub(check, text)
+    for word in made_up:
+        out.notes.append(f"removed node name {word!r} from the explanation: not a node of the "
+                         "inventory, nor named in the question, the logs or a tool's output")
+        out.dropped.append({"kind": "explanation_node", "node": word})
+    return text
+
+
+def _said(word: str, text: str) -> bool:
+    return re.search(r"(?<![\w.-])" + re.escape(word) + r"(?![\w-])", text) is not None

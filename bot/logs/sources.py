@@ -60,7 +60,9 @@ class Limits:
     """What one analysis may read: `max_bytes` in all (every file and archive member
     together), and compressed input may expand at most `max_ratio` times (per source and
     over all compressed sources together, so a zip of many modest members is stopped too).
-    One `Limits` is one analysis's budget: it counts what was read."""
+    One `Limits` is one analysis's budget: it counts what was read. Once either limit
+    stopped a source, the sources after it are not read at all (`stopped` says why): a bomb
+    of many members costs one member's reading, not one chunk of each."""
 
     def __init__(self, max_bytes: int = 64 * 2**30, max_ratio: int = 200) -> None:
         self.max_bytes = max_bytes
@@ -68,6 +70,7 @@ class Limits:
         self.read = 0  # bytes read so far, all sources
         self.read_compressed = 0  # of which from compressed sources
         self.compressed = 0  # compressed size of the compressed sources opened so far
+        self.stopped = ""  # why reading stopped, once a limit was reached
 
     def expanded_too_much(self) -> bool:
         return (self.compressed > 0 and self.read_compressed > RATIO_FROM
@@ -208,6 +211,9 @@ def read_chunks(source: LogSource, limits: Limits | None = None) -> Iterator[byt
     found, reading stops at the size and expansion limits."""
     limits = limits or Limits()
     stats = source.stats
+    if limits.stopped:
+        stats.problems.append(f"not read: {limits.stopped}")
+        return
     try:
         stream = source.opener()
     except OSError as exc:
@@ -237,6 +243,8 @@ def read_chunks(source: LogSource, limits: Limits | None = None) -> Iterator[byt
                     stats.problems.append(f"skipped {start} bytes of binary data at the start")
                     chunk = chunk[start:]
             if limits.read + len(chunk) > limits.max_bytes:
+                limits.stopped = (f"the analysis reached its size limit of {limits.max_bytes} "
+                                  "bytes")
                 stats.problems.append(f"stopped at the size limit of {limits.max_bytes} bytes "
                                       "for one analysis")
                 return
@@ -250,6 +258,8 @@ def read_chunks(source: LogSource, limits: Limits | None = None) -> Iterator[byt
                 stats.problems.append(
                     f"stopped: the compressed input expands more than {limits.max_ratio}x "
                     "(possible zip bomb)")
+                limits.stopped = (f"the compressed input before it expands more than "
+                                  f"{limits.max_ratio}x (possible zip bomb)")
                 return
             yield chunk
     finally:

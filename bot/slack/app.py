@@ -41,6 +41,9 @@ class RedactingApp(App):
     """The bolt App, whose per-request clients (the `client` every listener gets) are
     `RedactingWebClient`s too: nothing reaches Slack without its secrets stripped."""
 
+    #: what the listeners were given (its schedulers stop with the app)
+    deps: Deps | None = None
+
     def _init_context(self, req: BoltRequest) -> None:
         super()._init_context(req)
         client = req.context.get("client")
@@ -62,18 +65,23 @@ def create_app(settings: Settings, client: WebClient | None = None, *, http: boo
                        listener_executor=ThreadPoolExecutor(max_workers=workers,
                                                             thread_name_prefix="ncclbot-slack"),
                        **app_kwargs)
-    register(app, deps or build_deps(settings, client))
+    app.deps = deps or build_deps(settings, client)
+    register(app, app.deps)
     return app
 
 
 def shutdown(app: App, wait: bool = True) -> None:
-    """Stop the listener pool: queued listeners are cancelled, running ones finish first
-    (`wait`), so nothing keeps working after the app is gone."""
+    """Stop the listener pool and the work schedulers: queued work is dropped, running work
+    finishes first (`wait`), so nothing keeps working after the app is gone."""
     app.listener_runner.listener_executor.shutdown(wait=wait, cancel_futures=True)
+    deps = getattr(app, "deps", None)
+    if isinstance(deps, Deps):
+        deps.shutdown(wait)
 
 
 def build_deps(settings: Settings, client: WebClient) -> Deps:
     store = Store.open(settings)
+    work, llm_work = Deps.schedulers(settings)
     return Deps(
         settings=settings,
         store=store,
@@ -84,4 +92,6 @@ def build_deps(settings: Settings, client: WebClient) -> Deps:
         probe_status=make_status_reader(settings),
         files_dir=settings.data_dir / "slack-files",
         bot_token=client.token or "",
+        work=work,
+        llm_work=llm_work,
     )

@@ -11,6 +11,7 @@ from typing import Any
 from bot.contract import Answer
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
+from bot.slack.fair import Admission
 from bot.slack.files import Download, Rejected, download, file_url_refused, human, precheck
 from bot.slack.lang import choose
 from bot.slack.progress import StatusMessage
@@ -53,8 +54,34 @@ class Conversation:
             client.reactions_add(channel=channel, timestamp=event["ts"], name="eyes")
         except Exception:  # noqa: BLE001 - cosmetic
             pass
-        with self._lock(channel, thread_ts):
-            self._handle(event, client, channel, user, thread_ts)
+
+        def work() -> None:
+            with self._lock(channel, thread_ts):
+                self._handle(event, client, channel, user, thread_ts)
+
+        admitted = self.deps.work.submit(user, work)
+        if admitted is not Admission.STARTED:
+            self._tell(client, channel, user, thread_ts, admitted)
+
+    def _tell(self, client: Any, channel: str, user: str, thread_ts: str,
+              admitted: Admission) -> None:
+        """Say why a message waits (queued behind the person's earlier ones) or was not
+        taken (too many of theirs already waiting)."""
+        work = self.deps.work
+        if admitted is Admission.QUEUED:
+            text = ("I am still working on your earlier request; this one is queued and "
+                    "answered in turn." if work.running(user) else
+                    "I am busy with other people's requests; yours is queued and answered "
+                    "in turn.")
+        else:
+            text = (f"I am still working on your earlier uploads ({work.running(user)} "
+                    f"running, {work.waiting(user)} waiting), so I did not take this one. "
+                    "Send it again once they are answered.")
+        try:
+            ephemeral(client, channel, user, text, thread_ts=thread_ts)
+        except Exception as exc:  # noqa: BLE001 - the note is best effort
+            log.warning("could not tell %s that the request was %s: %s", user,
+                        admitted.value, exc)
 
     def _handle(self, event: dict[str, Any], client: Any, channel: str, user: str,
                 thread_ts: str) -> None:
@@ -101,8 +128,14 @@ class Conversation:
             rendered = message.first_message(answer, lang, answer_id, notes, more_causes=more)
             status.finish(rendered)
             self._remember(channel, thread_ts, question, answer_id, answer, key if refs else None)
-            if d.troubleshooter.uses_llm and stored is None:
-                self._llm_follows(client, channel, thread_ts, asked, refs, key, lang)
+            t = d.troubleshooter
+            if t.uses_llm and stored is None and t.breaker.allows():
+                # on its own workers: the person's next message need not wait for the LLM
+                follow = d.llm_work.submit(user, lambda: self._llm_follows(
+                    client, channel, thread_ts, asked, refs, key, lang))
+                if follow is Admission.REFUSED:
+                    log.info("LLM follow-up of %s:%s not queued (%s has too many waiting)",
+                             channel, thread_ts, user)
         except Exception:
             log.exception("answering failed")
             status.finish(blocks.message(
@@ -132,6 +165,12 @@ class Conversation:
         answer = d.troubleshooter.answer(q)
         if answer.llm is None or not answer.llm.used:
             return
+        with self._lock(channel, thread_ts):  # the thread's state, as a message's work
+            self._post_llm(client, channel, thread_ts, answer, key, lang)
+
+    def _post_llm(self, client: Any, channel: str, thread_ts: str, answer: Answer, key: str,
+                  lang: str) -> None:
+        d = self.deps
         answer_id = d.store.save_answer(channel, thread_ts, answer, key)
         reply = message.follow_up_message(answer.explanation or answer.summary, lang, "",
                                           [c.card for c in answer.citations][:3])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
 from bot.slack.authz import OncallAuthz
+from bot.slack.fair import FairScheduler
 from bot.slack.nodes import NodeRunner, ProbeStatus
 from bot.slack.ratelimit import Limits
 from bot.slack.store import Store
@@ -28,6 +29,23 @@ class Deps:
     probe_status: ProbeStatus | None = None
     #: seconds between status-message updates while a diagnostic runs
     progress_every_s: float = 5.0
+    #: answers being worked on: fair across users (see `bot.slack.fair`)
+    work: FairScheduler = field(default_factory=FairScheduler)
+    #: the LLM's accounts that follow the deterministic answers (their own workers, so a
+    #: slow LLM never holds up a first answer)
+    llm_work: FairScheduler = field(default_factory=lambda: FairScheduler(name="ncclbot-llm"))
+
+    @classmethod
+    def schedulers(cls, settings: Settings) -> tuple[FairScheduler, FairScheduler]:
+        """`work` and `llm_work` as the settings size them."""
+        per_user, queue = settings.slack_jobs_per_user, settings.slack_queue_per_user
+        return (FairScheduler(settings.slack_workers, per_user, queue),
+                FairScheduler(settings.slack_llm_workers, per_user, queue, name="ncclbot-llm"))
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the schedulers: waiting work is dropped, running work finishes."""
+        self.work.shutdown(wait)
+        self.llm_work.shutdown(wait)
 
     def lang_prefs(self, user: str, channel: str) -> tuple[str | None, str | None]:
         return self.store.lang(f"user:{user}"), self.store.lang(f"channel:{channel}")

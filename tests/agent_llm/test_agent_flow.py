@@ -15,6 +15,7 @@ from tests.agent_llm.conftest import (
     answer,
     assert_no_secrets,
     grounded_final,
+    inventory,
     settings_for,
 )
 from tests.agent_llm.llm_server import ScriptedLLM, tool_messages
@@ -158,3 +159,28 @@ def test_hosts_from_the_question_never_reach_the_first_request():
     for h in HOSTS:
         if h in QUESTION:
             assert json.dumps(h)[1:-1] not in first, h
+
+
+def test_explanation_names_no_node_outside_the_inventory_and_logs(llm, crash_log: Path,
+                                                                  tmp_path: Path):
+    """A node the model invents in its explanation (shaped like the inventory's) is removed
+    with a note; nodes of the inventory and hosts of the log stay."""
+    def final(request: dict) -> dict:
+        body = json.loads(grounded_final(request)["content"])
+        body["explanation"] += " gpu-node-9 and HOST_99 hung too; gpu-node-8 is fine."
+        return {"content": json.dumps(body)}
+
+    srv = llm({"tool_calls": [("analyze_log", {"attachment": "train.log"}),
+                              ("search_knowledge", {"query": "CUDA out of memory one rank"})]},
+              {"tool_calls": [("get_card", {"id": OOM_CARD})]}, final)
+    nodes = inventory(tmp_path, "gpu-node-7", "gpu-node-8")
+    out = respond("why did my job die?", [crash_log], thread_id="t9",
+                  settings=settings_for(srv, nodes_file=nodes))
+    assert out["llm"]["used"]
+    text = out["explanation"]
+    assert "gpu-node-9" not in text and "HOST_99" not in text
+    assert text.count("[unverified node]") == 2
+    assert "liangxianchen-funasr-15wh-train-lxc0-w-0" in text and "gpu-node-8 is fine" in text
+    removed = [n for n in out["notes"] if n.startswith("removed node name")]
+    assert [n.split("'")[1] for n in removed] == ["gpu-node-9", "HOST_99"]
+    assert {"kind": "explanation_node", "node": "gpu-node-9"} in out["llm"]["dropped"]

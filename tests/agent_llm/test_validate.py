@@ -21,13 +21,14 @@ LINES = {("train.log", 7): "[rank2]: torch.cuda.OutOfMemoryError: CUDA out of me
 ALL_IDS = [c.id for c in bundled_cards()]
 
 
-def _check(raw: dict, seen=(OOM_CARD,), known=None, files=None, nodes=None):
+def _check(raw: dict, seen=(OOM_CARD,), known=None, files=None, nodes=None, node_names=None):
     cards = {c.id: c for c in bundled_cards() if c.id in seen}
     return validate_answer(AgentAnswer.model_validate(raw), cards=cards,
                            categories=category_ids(),
                            line_at=lambda f, n: LINES.get((f, n)),
                            known_evidence=known or {}, presets={"quick"},
-                           analyzed_files=files, known_nodes=nodes, all_card_ids=ALL_IDS)
+                           analyzed_files=files, known_nodes=nodes, all_card_ids=ALL_IDS,
+                           node_names=node_names)
 
 
 def _claim(*evidence: dict) -> dict:
@@ -132,3 +133,24 @@ def test_parse_answer_tolerates_fences_but_not_garbage():
         except AnswerParseError:
             continue
         raise AssertionError(f"accepted {bad!r}")
+
+
+def test_explanation_node_names_the_model_was_never_shown_are_removed():
+    from bot.agent.validate import NodeNames
+
+    nodes = NodeNames(known={"HOST_1", "HOST_2"}, naming=["gpu-node07", "gpu-node08.cluster"],
+                      seen="analyze_log: rank 2 on HOST_1; peer gpu-node11 unreachable")
+    raw = {"explanation": "Rank 2 on HOST_1 ran out of memory; gpu-node11 lost its peer, and "
+                          "gpu-node42 and HOST_7 timed out. Probe GPU-NODE99.cluster next, "
+                          "then gpu-node42 again; node-a and rank7 are not node names here.",
+           "citations": [OOM_CARD]}
+    out = _check(raw, node_names=nodes)
+    assert out.answer.explanation == (
+        "Rank 2 on HOST_1 ran out of memory; gpu-node11 lost its peer, and [unverified node] "
+        "and [unverified node] timed out. Probe [unverified node] next, then [unverified node] "
+        "again; node-a and rank7 are not node names here.")
+    assert [d["node"] for d in out.dropped] == ["gpu-node42", "HOST_7", "GPU-NODE99.cluster"]
+    assert out.notes[0] == ("removed node name 'gpu-node42' from the explanation: not a node "
+                            "of the inventory, nor named in the question, the logs or a "
+                            "tool's output")
+    assert _check(raw).answer.explanation == raw["explanation"]  # not checked without names

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from bot.errors import InputError
-from bot.logs.sources import Limits, expand_inputs, looks_binary, read_chunks
+from bot.logs.sources import Limits, SourceStats, expand_inputs, looks_binary, read_chunks
 
 
 def _read(src, limits=None):
@@ -81,6 +81,13 @@ def test_many_modest_members_are_stopped_by_the_archive_budget(tmp_path):
     read = sum(len(_read(s, limits)) for s in sources)
     assert read < 40 * 4 * 2**20
     assert any("zip bomb" in p for s in sources for p in s.stats.problems)
+    # once stopped, the members after it are not even opened (not one chunk each)
+    stopped = next(i for i, s in enumerate(sources) if s.stats.problems)
+    assert stopped < 39
+    for later in sources[stopped + 1:]:
+        assert later.stats.bytes_read == 0
+        assert later.stats.problems == ["not read: the compressed input before it expands "
+                                        "more than 50x (possible zip bomb)"]
 
 
 def test_utf8_chinese_text_is_not_binary():
@@ -110,3 +117,19 @@ def test_size_limit(tmp_path):
     (src,) = expand_inputs([str(path)])
     _read(src, Limits(max_bytes=2**20))
     assert any("size limit" in p for p in src.stats.problems)
+
+
+def test_the_members_not_read_after_a_bomb_are_one_note(tmp_path):
+    from bot.contract import Answer
+    from bot.logs.model import LogReport
+    from bot.service import add_source_notes
+
+    sources = [SourceStats(f"a.zip:m{i}.log") for i in range(6)]
+    sources[0].problems.append("stopped: possible zip bomb")
+    for s in sources[1:]:
+        s.problems.append("not read: possible zip bomb")
+    report = LogReport()
+    report.sources.extend(sources)
+    notes = add_source_notes(Answer.plain("unknown", "s", ""), report).notes
+    assert notes == ["a.zip:m0.log: stopped: possible zip bomb",
+                     "5 inputs (a.zip:m1.log … a.zip:m5.log): not read: possible zip bomb"]
