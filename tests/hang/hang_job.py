@@ -43,7 +43,10 @@ if os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"):
 
 
 def load_shard() -> None:
-    time.sleep(3600)  # a read that never returns
+    """A read that never returns (until torchrun, its parent, is gone: no orphan is left)."""
+    parent, deadline = os.getppid(), time.monotonic() + 600
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 x = torch.ones(16)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -63,6 +64,7 @@ def hung_job(tmp: Path, stuck_rank: int = 2) -> Iterator[HungJob]:
         proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
                                  "--nproc-per-node", "4", str(JOB)], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+    ranks: list[int] = []
     try:
         deadline = time.monotonic() + 120
         while log.read_text(errors="replace").count(": ready") < 4:
@@ -70,7 +72,12 @@ def hung_job(tmp: Path, stuck_rank: int = 2) -> Iterator[HungJob]:
                 raise RuntimeError("the hung job did not start:\n" + log.read_text()[-2000:])
             time.sleep(0.2)
         time.sleep(0.5)  # the others are in their second all_reduce now
-        yield HungJob(proc, _ranks(proc.pid), pipes)
+        ranks = _ranks(proc.pid)
+        yield HungJob(proc, ranks, pipes)
     finally:
+        # torchrun starts each worker in a session of its own: kill the ranks one by one
+        for pid in ranks or _ranks(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
