@@ -234,10 +234,9 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     report.hosts.update(s.host for s in samples)
     diagnosis = diagnose(report, cards, extra=verdict.signals)
     diagnosis.suspects = [Suspect(c.rank, c.host, c.reason, 1.0) for c in verdict.culprits]
-    if verdict.kind == "host_stuck":  # the card for exactly this, whatever words it shares
-        for rc in diagnosis.root_causes:
-            if rc.category == "straggler_or_imbalance" and any(c.id == HOST_STUCK_CARD
-                                                               for c in cards):
+    if verdict.kind == "host_stuck" and any(c.id == HOST_STUCK_CARD for c in cards):
+        for rc in diagnosis.root_causes:  # the card for exactly this, whatever words it shares
+            if rc.category == "straggler_or_imbalance":
                 rc.card = HOST_STUCK_CARD
     top = diagnosis.root_causes[0].confidence if diagnosis.root_causes else None
     decided = decide_verdict(top, logs_given=True,

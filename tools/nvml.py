@@ -171,6 +171,16 @@ class NvmlClient:
             })
         return links
 
+    def activity(self, index: int) -> tuple[int | None, float | None, int | None]:
+        """(utilisation %, power W, SM clock MHz) now; None for what NVML does not say."""
+        h = self.handle(index)
+        util = self._call("nvmlDeviceGetUtilizationRates", h)
+        power = self._call("nvmlDeviceGetPowerUsage", h)
+        clock = self._call("nvmlDeviceGetClockInfo", h, getattr(self.lib, "NVML_CLOCK_SM", 1))
+        return (int(util.gpu) if util is not None else None,
+                round(power / 1000, 1) if power is not None else None,
+                int(clock) if clock is not None else None)
+
     def p2p(self, i: int, j: int) -> str:
         code = self._call("nvmlDeviceGetP2PStatus", self.handle(i), self.handle(j),
                           getattr(self.lib, "NVML_P2P_CAPS_INDEX_READ", 0))

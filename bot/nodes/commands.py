@@ -17,7 +17,6 @@ from bot.errors import NodeError
 if TYPE_CHECKING:
     from bot.nodes.localize import Mode
     from tools.hang.model import HangSample
-    from tools.result import ToolResult
 
 
 def _settings(config: Path | None) -> Any:
@@ -49,42 +48,25 @@ def hang_samples(config: Path | None, node: str | None, nodes: str | None,
                  params: dict[str, Any]) -> tuple[list[HangSample], list[str]]:
     """The `hang` diagnostic here (no node named) or on each named node's agent, in
     parallel; the samples, and what failed where."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    from bot.nodes.hang import gather, read_sample
     from tools.hang.collect import HangParams, collect_hang
-    from tools.hang.model import HangSample
-
-    def read(result: ToolResult, where: str) -> HangSample | str:
-        if result.status != "success":
-            return f"{where}: {result.error or result.status}"
-        try:
-            return HangSample.model_validate(result.data)
-        except ValueError as exc:
-            return f"{where}: malformed hang sample ({str(exc)[:200]})"
 
     if node is None and nodes is None:
-        got = [read(collect_hang(HangParams.model_validate(params)), "this machine")]
-    else:
-        from bot.nodes.client import client_for
-        from bot.nodes.inventory import load_inventory
+        got = read_sample(collect_hang(HangParams.model_validate(params)).model_dump(),
+                          "this machine")
+        return ([got], []) if not isinstance(got, str) else ([], [got])
+    from bot.nodes.client import client_for
+    from bot.nodes.inventory import load_inventory
 
-        settings = _settings(config)
-        names = [n.strip() for n in f"{node or ''},{nodes or ''}".split(",") if n.strip()]
-        targets = load_inventory(settings.nodes_file).expand(names)
+    settings = _settings(config)
+    names = [n.strip() for n in f"{node or ''},{nodes or ''}".split(",") if n.strip()]
+    targets = {t.name: t for t in load_inventory(settings.nodes_file).expand(names)}
 
-        def one(target: Any) -> HangSample | str:
-            try:
-                with client_for(settings, target, timeout=120.0) as client:
-                    sample = read(client.run("hang", params), target.name)
-            except NodeError as exc:
-                return f"{target.name}: {exc.message}"
-            if isinstance(sample, HangSample):
-                sample.host = target.name
-            return sample
+    def run(name: str) -> dict[str, Any]:
+        with client_for(settings, targets[name], timeout=120.0) as client:
+            return client.run("hang", params).model_dump()
 
-        with ThreadPoolExecutor(max_workers=min(16, len(targets) or 1)) as pool:
-            got = list(pool.map(one, targets))
-    return ([g for g in got if not isinstance(g, str)], [g for g in got if isinstance(g, str)])
+    return gather(list(targets), run)
 
 
 def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: bool,

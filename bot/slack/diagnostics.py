@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bot.errors import NcclbotError
+from bot.nodes.hang import gather
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.lang import choose
@@ -18,7 +18,6 @@ from bot.slack.nodes import (
     sizes_in,
 )
 from bot.slack.progress import StatusMessage, Ticker
-from tools.hang.model import HangSample
 
 log = logging.getLogger(__name__)
 #: `/nccl hang` samples at most this many nodes at once
@@ -35,6 +34,17 @@ class Diagnostics:
         """What a person who may not run diagnostics is told."""
         return (f":no_entry: Only {self.deps.authz.who()} may run diagnostics on nodes. Ask one "
                 f"of them, or attach the output of `ncclbot node {tool}` run on `{node}`.")
+
+    def _gate(self, user: str, channel: str, node: str, tool: str) -> tuple[str, str] | None:
+        """(outcome, what the person is told) when diagnostics may not run in this channel or
+        for this person; None when they may."""
+        allowed = self.deps.settings.probe_channels
+        if allowed and channel not in allowed:
+            where = ", ".join(f"<#{c}>" for c in allowed)
+            return "channel", f":no_entry: Diagnostics run only in {where}; ask there."
+        if not self.deps.authz.allowed(user):
+            return "refused", self.refusal(node, tool)
+        return None
 
     def run(self, client: Any, user: str, channel: str, thread_ts: str | None, node: str,
             tool: str, preset: str | None = None, respond: Any = None,
@@ -55,11 +65,8 @@ class Diagnostics:
             params = params_for(tool, preset)
         except NcclbotError as exc:
             return refuse("invalid", f":x: {exc.message} {exc.hint or ''}".strip())
-        if d.settings.probe_channels and channel not in d.settings.probe_channels:
-            allowed = ", ".join(f"<#{c}>" for c in d.settings.probe_channels)
-            return refuse("channel", f":no_entry: Diagnostics run only in {allowed}; ask there.")
-        if not d.authz.allowed(user):
-            return refuse("refused", self.refusal(node, tool))
+        if (shut := self._gate(user, channel, node, tool)) is not None:
+            return refuse(*shut)
         if reason := d.limits.probe(user, node):
             return refuse("rate_limited", f":hourglass: Not now: {reason}.")
         if not d.limits.claim_node(node):
@@ -130,11 +137,8 @@ class Diagnostics:
                                                                 for n in nodes):
             return refuse("invalid", f":x: Name 1 to {MAX_HANG_NODES} nodes from the "
                           "inventory: `/nccl hang node-1,node-2`.")
-        if d.settings.probe_channels and channel not in d.settings.probe_channels:
-            allowed = ", ".join(f"<#{c}>" for c in d.settings.probe_channels)
-            return refuse("channel", f":no_entry: Diagnostics run only in {allowed}; ask there.")
-        if not d.authz.allowed(user):
-            return refuse("refused", self.refusal(nodes[0], "hang"))
+        if (shut := self._gate(user, channel, nodes[0], "hang")) is not None:
+            return refuse(*shut)
         if reason := d.limits.hang(user, nodes):
             return refuse("rate_limited", f":hourglass: Not now: {reason}.")
         claimed = [n for n in nodes if d.limits.claim_node(n)]
@@ -146,7 +150,8 @@ class Diagnostics:
             d.store.audit(user, channel, what, "hang", None, "started")
             status = StatusMessage(client, channel, thread_ts, f"Why is it stuck? Sampling the "
                                    f"ranks on {len(nodes)} node(s) for <@{user}>…")
-            samples, errors = self._hang_samples(nodes, user)
+            samples, errors = gather(nodes, lambda node: d.run_node(node, "hang", {},
+                                                                     f"slack:{user}"))
             outcome = "success" if samples else "error"
             d.store.audit(user, channel, what, "hang", None, outcome, "; ".join(errors)[:300])
             if not samples:
@@ -164,27 +169,6 @@ class Diagnostics:
         finally:
             for n in claimed:
                 d.limits.release_node(n)
-
-    def _hang_samples(self, nodes: list[str], user: str) -> tuple[list[HangSample], list[str]]:
-        """Each node's sample (its host named as in the inventory), and what failed where."""
-        def one(node: str) -> HangSample | str:
-            try:
-                result = self.deps.run_node(node, "hang", {}, f"slack:{user}")
-            except NcclbotError as exc:
-                return f"{node}: {exc.message}"
-            if result.get("status") != "success":
-                return f"{node}: {result.get('error') or result.get('status')}"
-            try:
-                sample = HangSample.model_validate(result.get("data") or {})
-            except ValueError as exc:
-                return f"{node}: malformed hang sample ({str(exc)[:200]})"
-            sample.host = node
-            return sample
-
-        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-            got = list(pool.map(one, nodes))
-        return [g for g in got if isinstance(g, HangSample)], [g for g in got
-                                                               if isinstance(g, str)]
 
     def _where(self, node: str, tool: str, user: str) -> str | None:
         """"step 3/8: all_reduce, 4.2 MB" from the node's agent; None if it cannot say."""

@@ -146,3 +146,10 @@ def test_lspci_missing_is_a_fact_not_a_failure(make_sysfs) -> None:
     runner = RecordedRunner({("lspci", "-vvv"): CommandOutput(("lspci",), 1, stderr="boom")})
     result = collect_topology(nvml_lib=h100_node(1), runner=runner, root=make_sysfs.root)
     assert result.status == "success" and result.data["acs"]["readable"] is False
+
+
+def test_gpu_activity_says_none_for_what_nvml_does_not_answer() -> None:
+    """The hang diagnostic's GPU sample: power from NVML; utilisation and SM clock are not
+    in this recording, so they are None rather than a made-up zero."""
+    with NvmlClient(h100_node(1)) as c:
+        assert c.activity(0) == (None, 88.0, None)

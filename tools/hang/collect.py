@@ -69,21 +69,16 @@ def sample_gpus(samples: int = 3, every_s: float = 0.3) -> tuple[list[GpuSample]
 
     try:
         with NvmlClient() as nv:
-            lib = nv.lib
             gpus = [GpuSample(index=i) for i in range(nv.count())]
             for n in range(samples):
                 for g in gpus:
-                    h = nv.handle(g.index)
-                    util = nv._q(lib.nvmlDeviceGetUtilizationRates, h)
-                    power = nv._q(lib.nvmlDeviceGetPowerUsage, h)
-                    clock = nv._q(lib.nvmlDeviceGetClockInfo, h,
-                                  getattr(lib, "NVML_CLOCK_SM", 1))
+                    util, power, clock = nv.activity(g.index)
                     if util is not None:
-                        g.utilization_pct.append(int(util.gpu))
+                        g.utilization_pct.append(util)
                     if power is not None:
-                        g.power_w.append(round(power / 1000, 1))
+                        g.power_w.append(power)
                     if clock is not None:
-                        g.sm_clock_mhz.append(int(clock))
+                        g.sm_clock_mhz.append(clock)
                 if n + 1 < samples:
                     time.sleep(every_s)
             return gpus, None

@@ -1,0 +1,40 @@
+"""The `hang` diagnostic's samples from several nodes at once, for the CLI and for Slack."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bot.errors import NcclbotError
+from tools.hang.model import HangSample
+
+#: run(node) -> that node's `hang` ToolResult as a dict; raises NcclbotError
+RunHang = Callable[[str], dict[str, Any]]
+
+
+def read_sample(result: dict[str, Any], where: str) -> HangSample | str:
+    """The sample in one `hang` result, or what went wrong there."""
+    if result.get("status") != "success":
+        return f"{where}: {result.get('error') or result.get('status')}"
+    try:
+        return HangSample.model_validate(result.get("data") or {})
+    except ValueError as exc:
+        return f"{where}: malformed hang sample ({str(exc)[:200]})"
+
+
+def gather(nodes: Sequence[str], run: RunHang) -> tuple[list[HangSample], list[str]]:
+    """Every node's sample, asked in parallel and named as the node is (its host name may
+    differ), and what failed where."""
+    def one(node: str) -> HangSample | str:
+        try:
+            sample = read_sample(run(node), node)
+        except NcclbotError as exc:
+            return f"{node}: {exc.message}"
+        if isinstance(sample, HangSample):
+            sample.host = node
+        return sample
+
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
+        got = list(pool.map(one, nodes))
+    return [g for g in got if isinstance(g, HangSample)], [g for g in got if isinstance(g, str)]
