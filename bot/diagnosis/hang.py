@@ -236,13 +236,12 @@ def _one_job(samples: Sequence[HangSample]) -> HangVerdict:
 
 
 def _ras(samples: Sequence[HangSample], v: HangVerdict) -> None:
-    """NCCL RAS, two polls per node: counts spread and frozen are a desync (the lowest ranks
-    are behind), missing or dead ranks a dead peer, equal and frozen counts a stall on the
-    device or a link (RAS counts launched operations, not finished ones), and counts that
-    moved mean the job is progressing."""
-    for s in samples:
-        if len(s.ras) < 2:
-            continue
+    """NCCL RAS, two polls: counts spread and frozen are a desync (the lowest ranks are
+    behind), missing or dead ranks a dead peer, equal and frozen counts a stall on the device
+    or a link (RAS counts launched operations, not finished ones), and counts that moved mean
+    the job is progressing. RAS reports on every process of the job from any one node, so
+    the first node's two polls are read (each node's would count the same ranks again)."""
+    for s in [s for s in samples if len(s.ras) >= 2][:1]:
         rv = compare(s.ras[0], s.ras[1])
         ev = [_ev(f"{s.host}:ras", line, None) for line in rv.evidence[:4]]
         hosts = dict(zip(rv.culprit_ranks, rv.culprit_hosts, strict=False))

@@ -149,6 +149,10 @@ def test_ras_counts_tell_a_desync_from_an_equal_stall_and_from_progress() -> Non
     assert moving.kind == "progressing" and not moving.signals
     dead = triangulate([_ras_polls("json_2.29.2_dead_rank.json", "json_2.29.2_dead_rank.json")])
     assert dead.kind == "dead_peer" and dead.signals[0].category == "rank_crashed"
+    # every node's RAS reports on the whole job: two nodes' polls are one piece of evidence
+    twice = _ras_polls("json_2.29.2_desync.json", "json_2.29.2_desync.json")
+    both = triangulate([twice, twice.model_copy(update={"host": "gpu-node08"})])
+    assert len(both.signals) == len(desync.signals) and len(both.culprits) == 1
 
 
 def test_the_nccl_version_comes_from_the_library_a_rank_loaded(tmp_path: Path) -> None:
