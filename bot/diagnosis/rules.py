@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.logs.crossrank import EXITED_SILENTLY, CrossRank
+from bot.logs.extract import is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport
 
 
@@ -159,7 +160,7 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 first.evidence,
             )
         )
-    app_exc = [e for e in report.exceptions if not _comm_exc(e.type, e.message)]
+    app_exc = [e for e in report.exceptions if not is_comm_exception(e.type, e.message)]
     if app_exc and timeouts and not cr.first_failure:
         out.append(
             Signal(
@@ -183,12 +184,6 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
             )
         )
     return out
-
-
-def _comm_exc(etype: str, message: str) -> bool:
-    from bot.logs.analyze import _is_comm_exception
-
-    return _is_comm_exception(etype, message)
 
 
 def mismatch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bot.errors import InputError
 from bot.knowledge.cards import Card
-from bot.logs.extract import BY_KIND, EXTRACTORS, NCCL_CODE_OF_TEXT
+from bot.logs.extract import BY_KIND, EXTRACTORS, NCCL_CODE_OF_TEXT, is_comm_exception
 from bot.logs.model import (
     Evidence,
     ExceptionRecord,
@@ -24,22 +24,6 @@ from bot.logs.salient import SALIENT_PATTERN, body_key
 from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Tally, Trigger
 from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
-#: Exceptions that report a communication failure rather than cause one.
-COMM_EXCEPTIONS = frozenset(
-    {
-        "DistBackendError",
-        "DistNetworkError",
-        "DistStoreError",
-        "ChildFailedError",
-        "RendezvousTimeoutError",
-        "RendezvousClosedError",
-        "RendezvousConnectionError",
-        "NcclError",
-        "ProcessGroupNCCL",
-        "TimeoutError",
-        "SignalException",
-    }
-)
 _DIGITS = str.maketrans("0123456789", "0000000000")
 CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
 COUNT_ONLY = frozenset({"transport"})
@@ -192,7 +176,7 @@ class Analyzer:
             return
         report.add_fact(fact)
         if kind in CRASH_KINDS and rank is not None:
-            if kind == "exception" and _is_comm_exception(f.get("type", ""), f.get("message", "")):
+            if kind == "exception" and is_comm_exception(f.get("type", ""), f.get("message", "")):
                 return
             rs = report.rank(rank)
             if rs.first_error is None or _earlier(ev, rs.first_error.ev):
@@ -208,17 +192,6 @@ def rank_of_file(name: str) -> int | None:
     """The rank whose output a whole file is, where its name says (torchrun's layout)."""
     m = _TORCHRUN_FILE.search(name)
     return int(m.group(1)) if m else None
-
-
-def _is_comm_exception(etype: str, message: str) -> bool:
-    short = etype.rsplit(".", 1)[-1]
-    if short in COMM_EXCEPTIONS:
-        return True
-    lowered = message.lower()
-    return short == "RuntimeError" and (
-        "nccl" in lowered or "timed out" in lowered or "watchdog" in lowered or "gloo" in lowered
-        or "disagreement" in lowered or "mismatch between collectives" in lowered
-    )
 
 
 def _earlier(a: Evidence, b: Evidence) -> bool:

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.logs.extract import is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
 #: How a first failure reads when a local rank exited without reporting the timeout the
@@ -213,10 +214,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
 def victim_ranks(report: LogReport, timed_out: dict[int, TimeoutRecord]) -> list[int]:
     """Ranks that reported a collective timeout or a communication error (a peer closed the
     connection, ...) and no failure of their own."""
-    from bot.logs.analyze import _is_comm_exception
-
     comm = {e.ev.rank for e in report.exceptions
-            if e.ev.rank is not None and _is_comm_exception(e.type, e.message)}
+            if e.ev.rank is not None and is_comm_exception(e.type, e.message)}
     return sorted(r for r in set(timed_out) | comm
                   if r not in report.ranks or report.ranks[r].first_error is None)
 

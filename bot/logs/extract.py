@@ -434,3 +434,33 @@ EXTRACTORS: tuple[Extractor, ...] = (
 )
 
 BY_KIND: dict[str, Extractor] = {e.kind: e for e in EXTRACTORS}
+
+#: Exceptions that report a communication failure rather than cause one.
+COMM_EXCEPTIONS = frozenset(
+    {
+        "DistBackendError",
+        "DistNetworkError",
+        "DistStoreError",
+        "ChildFailedError",
+        "RendezvousTimeoutError",
+        "RendezvousClosedError",
+        "RendezvousConnectionError",
+        "NcclError",
+        "ProcessGroupNCCL",
+        "TimeoutError",
+        "SignalException",
+    }
+)
+
+
+def is_comm_exception(etype: str, message: str) -> bool:
+    """Whether an exception reports a communication failure (a timeout, a lost peer, the
+    store) rather than causing one."""
+    short = etype.rsplit(".", 1)[-1]
+    if short in COMM_EXCEPTIONS:
+        return True
+    lowered = message.lower()
+    return short == "RuntimeError" and (
+        "nccl" in lowered or "timed out" in lowered or "watchdog" in lowered or "gloo" in lowered
+        or "disagreement" in lowered or "mismatch between collectives" in lowered
+    )
