@@ -3,7 +3,9 @@
 Cards: the strict schema, unique ids and titles, a quoted basis (from one of the card's own
 sources) for the root cause and every step, a stated cost on steps that trade performance
 for a workaround, and each signature matching the logs of the incidents that name its card.
-Incidents: the strict schema, unique ids and sources, a sealed list that names real ids.
+Incidents: the strict schema, unique ids and sources, a `confirmed_by` that says where the
+quote stands (`url`), who wrote it (`author`) and their role; a sealed list that names real,
+dated ids, lists every undated incident as left out, and holds no thread a card cites.
 Decisive signatures are measured on the corpus by `ncclbot knowledge signatures`.
 """
 
@@ -22,10 +24,12 @@ from bot.knowledge.cards import Card, card_files, knowledge_dir, parse_card, tax
 from bot.knowledge.incidents import (
     SEALED_FILE,
     Incident,
+    Sealed,
     incident_files,
     incidents_dir,
     load_sealed,
     parse_incident,
+    thread_key,
 )
 
 #: Cards not yet re-checked against their sources (claims without a quoted basis). The list
@@ -130,6 +134,14 @@ def check_incidents(directory: Path | None = None) -> tuple[list[Incident], list
     ids = Counter(i.id for _, i in incidents)
     sources = Counter(i.url.rstrip("/").lower() for _, i in incidents)
     for path, inc in incidents:
+        conf = inc.confirmed_by
+        for name, value, what in (("url", conf.url, "the comment's thread or the PR where the "
+                                   "quote stands"),
+                                  ("author", conf.author, "the handle of who wrote the quote"),
+                                  ("role", conf.role, "reporter | maintainer | commenter | "
+                                   "pr-author")):
+            if value is None:
+                problems.append(f"{path.name}: confirmed_by.{name}: missing ({what})")
         if ids[inc.id] > 1:
             problems.append(f"{path.name}: id: duplicate '{inc.id}'")
         if sources[inc.url.rstrip("/").lower()] > 1:
@@ -140,10 +152,44 @@ def check_incidents(directory: Path | None = None) -> tuple[list[Incident], list
         problems.extend(_errors(SEALED_FILE, exc))
         sealed = None
     if sealed is not None:
-        missing = sorted(set(sealed.ids) - set(ids))
-        if missing:
-            problems.append(f"{SEALED_FILE}: ids: no incident {missing[:5]}")
+        problems.extend(sealed_problems(sealed, [i for _, i in incidents]))
     return [i for _, i in incidents], problems
+
+
+def sealed_problems(sealed: Sealed, incidents: list[Incident]) -> list[str]:
+    """Sealed ids are real and dated; every undated incident is listed as left out."""
+    problems = []
+    by_id = {i.id: i for i in incidents}
+    missing = sorted(set(sealed.ids) - set(by_id))
+    if missing:
+        problems.append(f"{SEALED_FILE}: ids: no incident {missing[:5]}")
+    undated_sealed = sorted(i for i in sealed.ids if i in by_id and by_id[i].date is None)
+    if undated_sealed:
+        problems.append(f"{SEALED_FILE}: ids: sealed incidents without a date {undated_sealed[:5]}")
+    undated = {i.id for i in incidents if i.date is None}
+    listed = set(sealed.undated)
+    if undated - listed:
+        problems.append(f"{SEALED_FILE}: undated: incidents without a date must be listed as "
+                        f"left out of the sealed pool: {sorted(undated - listed)[:5]}")
+    if listed - undated:
+        problems.append(f"{SEALED_FILE}: undated: {sorted(listed - undated)[:5]} have a date "
+                        "or no file; drop them from the list")
+    return problems
+
+
+def held_out_problems(cards: list[Card], incidents: list[Incident],
+                      sealed: Sealed | None) -> list[str]:
+    """A sealed incident's thread must not be a source of any card (it would not be held out)."""
+    if sealed is None:
+        return []
+    citing: dict[str, list[str]] = {}
+    for card in cards:
+        for url in card.source_urls:
+            citing.setdefault(thread_key(url), []).append(card.id)
+    ids = set(sealed.ids)
+    return [f"{SEALED_FILE}: {inc.id}: its thread {inc.url} is a source of card(s) "
+            f"{citing[thread_key(inc.url)]}; a sealed incident must be held out"
+            for inc in incidents if inc.id in ids and thread_key(inc.url) in citing]
 
 
 def check_card_incidents(cards: list[Card], incidents: list[Incident]) -> list[str]:
@@ -183,5 +229,10 @@ def check_all(directory: Path | None = None, require_basis: bool = True) -> Chec
     incidents, problems = check_incidents(directory or incidents_dir())
     result.problems += problems
     result.problems += check_card_incidents(cards, incidents)
+    try:
+        sealed = load_sealed(directory or incidents_dir())
+    except Exception:  # noqa: BLE001 - already reported by check_incidents
+        sealed = None
+    result.problems += held_out_problems(cards, incidents, sealed)
     result.cards, result.incidents = len(cards), len(incidents)
     return result

@@ -35,12 +35,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: who the author of a confirmation is in the thread: the person who opened it, a maintainer of
+#: the project, another user commenting, or the author of the pull request that fixed it
+Role = Literal["reporter", "maintainer", "commenter", "pr-author"]
+
+#: the roles each legacy `who` value may take
+ROLES_OF_WHO: dict[str, frozenset[str]] = {
+    "maintainer": frozenset({"maintainer", "pr-author"}),
+    "reporter": frozenset({"reporter", "pr-author"}),
+    "contributor": frozenset({"commenter", "pr-author"}),
+}
+
+
 class Confirmation(_Strict):
-    """Who established the cause in the thread, and their words."""
+    """Who established the cause in the thread, where, and their words.
+
+    `role` and `url` were added in a backward-compatible way (optional in the schema);
+    `ncclbot knowledge check` requires them on every incident of the corpus."""
 
     who: Literal["maintainer", "reporter", "contributor"]
     author: str | None = None
-    #: where the quote is, when not in the thread itself (a linked pull request)
+    role: Role | None = None
+    #: the page where the quote stands: the thread itself, or the pull request it comes from
     url: AnyHttpUrl | None = None
     quote: Annotated[str, StringConstraints(strip_whitespace=True, min_length=8,
                                             max_length=MAX_QUOTE_CHARS)]
@@ -54,6 +70,8 @@ class Incident(_Strict):
     #: when the thread was opened, as the thread shows it; None when it could not be seen
     #: (never estimated). Undated incidents are never sealed.
     date: dt.date | None = None
+    #: when a person last re-read the incident against its thread (log, quote, cause)
+    checked: dt.date | None = None
     category: CategoryId
     secondary: list[CategoryId] = Field(default_factory=list)
     card: Slug | None = None
@@ -64,6 +82,13 @@ class Incident(_Strict):
     hardware: str | None = None
     question: str | None = None
     question_zh: str | None = None
+
+    @field_validator("confirmed_by")
+    @classmethod
+    def _role_fits_who(cls, value: Confirmation) -> Confirmation:
+        if value.role is not None and value.role not in ROLES_OF_WHO[value.who]:
+            raise ValueError(f"role '{value.role}' does not fit who '{value.who}'")
+        return value
 
     @field_validator("log")
     @classmethod
@@ -91,12 +116,25 @@ class Incident(_Strict):
         return frozenset({self.category, *self.secondary})
 
 
-class Sealed(_Strict):
-    """The held-back test set: chosen by thread date before any tuning, measured once a stop."""
+class PreviousSeal(_Strict):
+    """A sealed set that was replaced, kept so that its figures can be read beside the new ones."""
 
     sealed_on: dt.date
     rule: NonEmpty
     ids: list[Slug] = Field(min_length=1)
+
+
+class Sealed(_Strict):
+    """The held-back test set: chosen by thread date before any tuning, measured once a stop.
+
+    `undated` names the incidents left out of the sealed pool because their thread date could
+    not be read; `previous` keeps the sets this one replaced."""
+
+    sealed_on: dt.date
+    rule: NonEmpty
+    ids: list[Slug] = Field(min_length=1)
+    undated: list[Slug] = Field(default_factory=list)
+    previous: list[PreviousSeal] = Field(default_factory=list)
 
 
 def incidents_dir() -> Path:
@@ -132,3 +170,33 @@ def load_sealed(directory: Path | None = None) -> Sealed | None:
     if not path.is_file():
         return None
     return Sealed.model_validate(yaml_mapping(path.read_text(encoding="utf-8"), SEALED_FILE))
+
+
+#: how many incidents the sealing rule of 2026-11-29 seals (the size of the set it replaced)
+SEAL_SIZE = 28
+
+SEAL_RULE = (
+    "from the incidents that have a thread date and whose thread (source, compared "
+    "case-insensitively without a trailing /) is not among the sources of any card in "
+    "knowledge/cards, the {n} with the newest thread dates (order by (date, id) descending); "
+    "undated incidents are listed under `undated` and stay in development"
+)
+
+
+def thread_key(url: str) -> str:
+    """A thread URL as the sealing rule compares it."""
+    return url.rstrip("/").lower()
+
+
+def sealing_pool(incidents: Iterable[Incident], cited: Iterable[str]) -> list[Incident]:
+    """The incidents the sealing rule may seal, newest thread first: dated, and their thread
+    cited by no card (`cited`: every card source URL)."""
+    taken = {thread_key(u) for u in cited}
+    pool = [i for i in incidents if i.date is not None and thread_key(i.url) not in taken]
+    return sorted(pool, key=lambda i: (i.date or dt.date.min, i.id), reverse=True)
+
+
+def choose_sealed(incidents: Iterable[Incident], cited: Iterable[str],
+                  n: int = SEAL_SIZE) -> list[str]:
+    """The ids the sealing rule seals: the first `n` of `sealing_pool`, sorted by id."""
+    return sorted(i.id for i in sealing_pool(incidents, cited)[:n])
