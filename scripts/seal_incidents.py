@@ -48,7 +48,8 @@ def main() -> None:
         cited = [u for p in card_files() for u in parse_card(p.read_text("utf-8")).source_urls]
         ids = choose_sealed(incidents, cited, SEAL_SIZE)
         previous = [p.model_dump(mode="json") for p in current.previous] if current else []
-        if current is not None:
+        # a set drawn earlier the same day was never measured: it is replaced, not kept
+        if current is not None and current.sealed_on != dt.date.today():
             previous.append({"sealed_on": current.sealed_on.isoformat(), "rule": current.rule,
                              "ids": list(current.ids)})
         data: dict[str, object] = {
