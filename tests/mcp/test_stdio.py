@@ -103,9 +103,14 @@ def test_card_resource_and_knowledge_tools(data_dir: Path) -> None:
         found = structured(await s.call_tool("search_knowledge", {
             "query": "CUDA out of memory on one rank, others watchdog timeout"}))
         got = structured(await s.call_tool("get_card", {"card_id": OOM_CARD, "lang": "zh"}))
-        return card, index, skill, found, got
+        incidents = json.loads((await s.read_resource("ncclbot://incidents")).contents[0].text)
+        incident = await s.read_resource(incidents[0]["uri"])
+        return card, index, skill, found, got, incidents, incident
 
-    card, index, skill, found, got = run_stdio(server_env(data_dir), steps)
+    card, index, skill, found, got, incidents, incident = run_stdio(server_env(data_dir), steps)
+    one = json.loads(incident.contents[0].text)
+    assert one["id"] == incidents[0]["id"] and one["source"] == incidents[0]["source"]
+    assert one["log"] and one["resolution"]
     data = json.loads(card.contents[0].text)
     assert data["id"] == OOM_CARD and data["sources"] and data["title"]["zh"]
     assert card.contents[0].mime_type == "application/json"
