@@ -52,9 +52,13 @@ def test_read_only_diagnostics_through_the_signed_agent(
         # the node's name comes back as a placeholder; passed back, it reaches the same node
         again = structured(await s.call_tool("node_xid", {"node": env["data"]["node"]}))
         probe = await s.call_tool("node_probe", {"node": "node-a", "preset": "gloo"})
-        return env, again, {"is_error": probe.is_error, "text": probe.content[0].text}
+        hang = structured(await s.call_tool("node_hang", {"nodes": ["node-a"],
+                                                          "pattern": "no-such-job-here"}))
+        return env, again, {"is_error": probe.is_error, "text": probe.content[0].text}, hang
 
-    env, again, probe = run_stdio(nodes_env(data_dir, inventory), steps, "--user", "erin")
+    env, again, probe, hang = run_stdio(nodes_env(data_dir, inventory), steps, "--user", "erin")
+    # the agent's own rule holds through MCP: only its on-call users read the ranks' stacks
+    assert hang["verdict"] == "error" and "may not read the ranks' stacks" in hang["text"]
     assert env["tool"] == "env" and env["status"] == "success", env
     assert env["data"]["node"] != "node-a"  # a host name is a placeholder for the agent's LLM
     assert again["tool"] == "xid" and again["data"]["node"] == env["data"]["node"]
@@ -64,6 +68,7 @@ def test_read_only_diagnostics_through_the_signed_agent(
         ("mcp:erin", "env"), ("mcp:erin", "xid")}
     assert ("node-a", "env", "success") in audit_of(data_dir, "mcp:erin")
     assert ("node-a", "xid", "started") in audit_of(data_dir, "mcp:erin")
+    assert ("node-a", "hang", "error") in audit_of(data_dir, "mcp:erin")
 
 
 def test_probes_need_the_flag_and_an_on_call_user(data_dir: Path,
