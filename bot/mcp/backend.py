@@ -471,6 +471,6 @@ class Backend:
         if not samples:
             return self.answer_out(Answer.error(
                 "no sample of the job's ranks: " + "; ".join(errors),
-                "Run it where the job's ranks are (as root, or with CAP_SYS_PTRACE), or "
-                "name them with pids."))
+                None if names else "Run it where the job's ranks are (as root, or with "
+                "CAP_SYS_PTRACE), or name them with pids."))
         return self.answer_out(answer_hang(samples, self.settings, lang).with_notes(*errors))
