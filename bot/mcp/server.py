@@ -218,6 +218,10 @@ def serve(backend: Backend, *, http: bool = False, host: str = "127.0.0.1", port
     `token` when one is set)."""
     server = build_server(backend)
     if not http:
+        if sys.stdin.isatty():
+            sys.stderr.write("ncclbot MCP server on stdio: an MCP client (Claude Code, Cursor, "
+                             "HolmesGPT) starts this command and talks JSON-RPC on stdin; see "
+                             "docs/mcp.md. Ctrl-C to stop.\n")
         server.run("stdio")
         return
     import uvicorn
