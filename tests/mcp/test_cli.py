@@ -68,3 +68,15 @@ def test_pasted_log_names_stay_inside_their_folder() -> None:
     assert safe_name("passwd", taken) == "2-passwd"
     assert safe_name("..", taken) == "pasted.log"
     assert safe_name("nccl_trace_rank_3", taken) == "nccl_trace_rank_3"
+
+
+def test_ask_without_retrieval_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    from bot.mcp import backend
+
+    monkeypatch.setattr(backend, "RETRIEVAL_MODULES", ("numpy", "ncclbot_not_installed_mod"))
+    got = backend.Backend(Settings(data_dir=tmp_path), backend.Policy(user="mcp:t")).ask(
+        "why did rank 5 die?")
+    assert got.verdict == "error"
+    assert "ncclbot_not_installed_mod is not installed" in got.text
+    assert "pip install 'ncclbot[retrieval]'" in got.text
