@@ -4,7 +4,9 @@ read without blocking; anything written to it asks for a dump at
 `<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>`).
 
 FAKE_MODE says what it does when its pipe is written:
-- `honest`: writes FAKE_PAYLOAD (text) as its dump;
+- `honest`: after FAKE_DELAY_S seconds writes its dump: FAKE_PAYLOAD and how many times it
+  was asked so far (`payload:N`);
+- `mute`: reads its pipe and never dumps (a rank whose watchdog is stuck too);
 - `symlink`: replaces its dump (a file of its own) with a symbolic link to FAKE_TARGET (a file it may not
   read), to make a root agent read that file for it;
 - `full`: fills its own pipe and never reads it;
@@ -27,24 +29,28 @@ if mode != "sleep":
     fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
     if mode == "full":
         writer = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
-        try:
-            while True:
-                os.write(writer, b"x" * 4096)
-        except BlockingIOError:
-            pass
+        for chunk in (b"x" * 4096, b"x"):  # to the last byte
+            try:
+                while True:
+                    os.write(writer, chunk)
+            except BlockingIOError:
+                pass
     if mode == "symlink":
         with open(out, "wb") as fh:  # an old dump of its own, at first
             fh.write(b"old")
+asked = 0
 print("ready", flush=True)
 while os.getppid() == parent and time.monotonic() < deadline:
-    if fd >= 0 and mode in ("honest", "symlink"):
+    if fd >= 0 and mode in ("honest", "symlink", "mute"):
         try:
             data = os.read(fd, 128)
         except BlockingIOError:
             data = b""
         if data and mode == "honest":
+            asked += 1
+            time.sleep(float(os.environ.get("FAKE_DELAY_S", "0")))
             with open(out, "wb") as fh:
-                fh.write(os.environ.get("FAKE_PAYLOAD", "dump").encode())
+                fh.write(f"{os.environ.get('FAKE_PAYLOAD', 'dump')}:{asked}".encode())
         elif data and mode == "symlink":
             os.unlink(out)
             os.symlink(os.environ["FAKE_TARGET"], out)

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
 
 from pydantic import Field
 
@@ -110,8 +111,8 @@ def _rank_sample(tp: TrainingProcess, p: HangParams, deadline: float,
     # a rank's first dump may take seconds (it symbolizes its stack frames)
     data, note = request_dump(tp, timeout_s=min(15.0, p.timeout_s, left),
                               max_bytes=min(MAX_DUMP_BYTES, budget.left))
-    if data and not budget.take(len(data)):
-        data, note = None, (f"its dump ({len(data)} bytes) was dropped: the sample's "
+    if data and not budget.take(size := len(data)):
+        data, note = None, (f"its dump ({size} bytes) was dropped: the sample's "
                             f"{MAX_FR_BYTES // 2**20} MiB budget for Flight Recorder dumps "
                             "is spent")
     sample.fr_note = note
@@ -187,14 +188,14 @@ def cap_reply(sample: HangSample, limit: int = MAX_REPLY_BYTES) -> None:
                     key=lambda r: -len(r.fr_dump_b64 or "")):
         if size <= limit:
             return
-        size -= len(r.fr_dump_b64 or "")
         r.fr_dump_b64 = None
         r.fr_note = f"its dump was dropped to keep the reply under {limit // 2**20} MiB"
+        size = len(sample.model_dump_json())
     if size <= limit:
         return
     for r in sample.ranks:
-        main = [t for t in r.threads if t.name == "MainThread"] or r.threads[:1]
-        r.threads = main
+        main = next((t for t in r.threads if t.name == "MainThread"), None)
+        r.threads = [main] if main is not None else r.threads[:1]
     sample.notes.append(f"only the main thread of each rank is sent, to keep the reply under "
                         f"{limit // 2**20} MiB")
 
@@ -222,8 +223,8 @@ def collect_hang(p: HangParams, host: str | None = None) -> ToolResult:
         version = next((v for v in (nccl_version_of(tp.pid) for tp in procs[:4]) if v), None)
         ras_f = side.submit(_ras, p, version, deadline)
         gpu_f = side.submit(sample_gpus) if p.gpu else None
-        wait([*futures, ras_f, *([gpu_f] if gpu_f else [])],
-             timeout=max(0.0, deadline - time.monotonic()))
+        everything: list[Future[Any]] = [*futures, ras_f, *([gpu_f] if gpu_f else [])]
+        wait(everything, timeout=max(0.0, deadline - time.monotonic()))
         for tp, f in zip(procs, futures, strict=True):
             if not f.done():
                 f.cancel()

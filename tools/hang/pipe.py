@@ -124,7 +124,7 @@ def _read_bounded(child: subprocess.Popen[bytes], deadline: float,
     """What the child wrote, until it closes stdout; at most `limit` bytes and until
     `deadline` (then it is killed)."""
     assert child.stdout is not None
-    fd, chunks, got = child.stdout.fileno(), [], 0
+    fd, chunks, got = child.stdout.fileno(), list[bytes](), 0
     while True:
         left = deadline - time.monotonic()
         if left <= 0:

@@ -136,7 +136,7 @@ def is_launcher(cmdline: str) -> bool:
 def find_launcher(tp: TrainingProcess, proc: Path = Path("/proc")) -> None:
     """Walk up from the process to its launcher (the nearest known launcher, else the
     parent) and record the chain on `tp`."""
-    pid, chain = tp.ppid, []
+    pid, chain = tp.ppid, list[int]()
     while pid and pid > 1 and len(chain) < MAX_DEPTH:
         chain.append(pid)
         try:
@@ -159,10 +159,10 @@ def find_launcher(tp: TrainingProcess, proc: Path = Path("/proc")) -> None:
             tp.launcher_uid = None
 
 
-def _name(identity: tuple[str | None, str | None, int | None]) -> str:
-    job, master, size = identity
-    return f"job {job or '(no id)'}" + (f" ({master}, WORLD_SIZE {size})" if master or size
-                                       else "")
+def _name(tp: TrainingProcess) -> str:
+    return f"job {tp.job or '(no id)'}" + (f" ({tp.master or 'no rendezvous'}, WORLD_SIZE "
+                                           f"{tp.world_size})" if tp.master or tp.world_size
+                                           else "")
 
 
 def assign_jobs(found: list[TrainingProcess]) -> tuple[list[TrainingProcess], list[str]]:
@@ -170,54 +170,57 @@ def assign_jobs(found: list[TrainingProcess]) -> tuple[list[TrainingProcess], li
 
     - a process whose parent chain holds another rank is that rank's child (a data-loader
       worker inherits its variables): skipped;
-    - a job is its run id, rendezvous (MASTER_ADDR:MASTER_PORT) and WORLD_SIZE, started by one
-      launcher here; processes claiming the same job from another launcher count only when
-      that launcher is a known one of the same user with other ranks (two torchruns of one
-      job on a node), never a stray process of anyone's;
+    - a job is its run id (or, without one, its rendezvous MASTER_ADDR:MASTER_PORT and
+      WORLD_SIZE), started here by one launcher: a known launcher first, else the one that
+      started the most of its ranks. Processes claiming the job from another launcher count
+      only when that one is a known launcher of the same user, with the same rendezvous and
+      size and other ranks (two torchruns of one job on a node), never a stray process of
+      anyone's;
     - ranks >= WORLD_SIZE and a second process with the same rank are dropped.
     """
     notes: list[str] = []
     pids = {tp.pid for tp in found}
     workers = [tp for tp in found if pids.intersection(tp.ancestors)]
-    ranks = [tp for tp in found if not pids.intersection(tp.ancestors)]
     if workers:
         notes.append(f"{len(workers)} child process(es) of ranks (data-loader workers) "
                      "skipped")
-    by_identity: dict[tuple[str | None, str | None, int | None],
-                      dict[int | None, list[TrainingProcess]]] = {}
-    for tp in ranks:
-        by_identity.setdefault(tp.identity, {}).setdefault(tp.launcher, []).append(tp)
+    jobs: dict[object, dict[int | None, list[TrainingProcess]]] = {}
+    for tp in found:
+        if not pids.intersection(tp.ancestors):
+            key = tp.job or tp.identity
+            jobs.setdefault(key, {}).setdefault(tp.launcher, []).append(tp)
     kept: list[TrainingProcess] = []
-    for identity, launchers in by_identity.items():
-        name, size = _name(identity), identity[2]
-        claimed = sum(len(v) for v in launchers.values())
-        # the job's launcher: a known launcher first, then the one with the most ranks
+    for launchers in jobs.values():
         main, *others = sorted(launchers, key=lambda lp: (
             not launchers[lp][0].launcher_known, -len(launchers[lp]), lp or 0))
+        first = launchers[main][0]
         groups = [launchers[main]]
         for lp in others:
-            group, first = launchers[lp], launchers[lp][0]
-            if (first.launcher_known and first.launcher_uid == launchers[main][0].launcher_uid
+            group, one = launchers[lp], launchers[lp][0]
+            if (one.launcher_known and one.launcher_uid == first.launcher_uid
+                    and {t.identity for t in group} == {first.identity}
                     and not {t.rank for t in group} & {t.rank for t in launchers[main]}):
                 groups.append(group)
                 continue
             notes.append(
-                f"pid(s) {', '.join(str(t.pid) for t in group[:8])} (uid "
-                f"{first.uid}) claim {name} but were not started by its launcher (pid "
-                f"{main}); not counted")
+                f"pid(s) {', '.join(str(t.pid) for t in group[:8])} (uid {one.uid}) claim "
+                f"{_name(one)} but were not started by its launcher (pid {main}); not counted")
+        claimed = sum(len(g) for g in launchers.values())
         seen: dict[int | None, TrainingProcess] = {}
         for tp in sorted((t for g in groups for t in g), key=lambda t: t.pid):
+            size = tp.world_size
             if size is not None and tp.rank is not None and tp.rank >= size:
-                notes.append(f"pid {tp.pid} says RANK={tp.rank}, not below {name}'s "
-                             f"WORLD_SIZE {size}; not counted")
+                notes.append(f"pid {tp.pid} says RANK={tp.rank}, not below the WORLD_SIZE "
+                             f"{size} of {_name(tp)}; not counted")
             elif tp.rank is not None and tp.rank in seen:
-                notes.append(f"pid {tp.pid} says RANK={tp.rank} of {name}, like pid "
+                notes.append(f"pid {tp.pid} says RANK={tp.rank} of {_name(tp)}, like pid "
                              f"{seen[tp.rank].pid}; the second is not counted")
             else:
                 seen[tp.rank] = tp
+        size = first.world_size
         if size is not None and claimed > size:
-            notes.append(f"{claimed} processes claim to be ranks of {name}, more than its "
-                         f"WORLD_SIZE {size}: only {len(seen)} counted")
+            notes.append(f"{claimed} processes claim to be ranks of {_name(first)}, more than "
+                         f"its WORLD_SIZE {size}: only {len(seen)} counted")
         kept += seen.values()
     return sorted(kept, key=lambda t: (t.rank is None, t.rank or 0, t.pid)), notes
 

@@ -190,17 +190,26 @@ def _read(root: Root, dump: str, name: str, uid: int, max_bytes: int) -> bytes:
         os.close(fd)
 
 
-def become(root_fd: int, uid: int, gid: int, groups: list[int]) -> None:
+def become(root_fd: int, uid: int, gid: int, groups: list[int]) -> bool:
     """As root: enter the rank's root and take its credentials (then nothing of the agent's
-    is reachable from here). Not root: stay as we are (the kernel already limits us)."""
+    is reachable from here); True when done. A root without CAP_SYS_CHROOT / CAP_SETUID /
+    CAP_SETGID (a container that drops them) stays root: paths still resolve only inside the
+    rank's root and only files the rank's uid owns are used. Not root: stay as we are (the
+    kernel already limits us to our own user's files)."""
+    became = False
     if os.geteuid() == 0:
-        os.fchdir(root_fd)
-        os.chroot(".")
-        os.chdir("/")
-        os.setgroups(groups)
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
+        try:
+            os.fchdir(root_fd)
+            os.chroot(".")
+            os.chdir("/")
+            os.setgroups(groups)
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            became = True
+        except PermissionError:
+            pass
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return became
 
 
 def main(args: dict[str, Any]) -> tuple[bytes | None, str | None]:
