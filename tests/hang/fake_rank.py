@@ -5,7 +5,7 @@ read without blocking; anything written to it asks for a dump at
 
 FAKE_MODE says what it does when its pipe is written:
 - `honest`: after FAKE_DELAY_S seconds writes its dump: FAKE_PAYLOAD and how many times it
-  was asked so far (`payload:N`);
+  was asked so far (`payload:N`), then FAKE_DUMP_BYTES zero bytes;
 - `mute`: reads its pipe and never dumps (a rank whose watchdog is stuck too);
 - `symlink`: replaces its dump (a file of its own) with a symbolic link to FAKE_TARGET (a file it may not
   read), to make a root agent read that file for it;
@@ -51,6 +51,7 @@ while os.getppid() == parent and time.monotonic() < deadline:
             time.sleep(float(os.environ.get("FAKE_DELAY_S", "0")))
             with open(out, "wb") as fh:
                 fh.write(f"{os.environ.get('FAKE_PAYLOAD', 'dump')}:{asked}".encode())
+                fh.write(b"\0" * int(os.environ.get("FAKE_DUMP_BYTES", "0")))
         elif data and mode == "symlink":
             os.unlink(out)
             os.symlink(os.environ["FAKE_TARGET"], out)

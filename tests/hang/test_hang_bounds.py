@@ -123,24 +123,29 @@ def test_a_full_pipe_or_a_rank_that_never_dumps_loses_only_its_own_dump() -> Non
 
 
 def test_72_ranks_are_answered_within_the_requests_deadline(agent: Agent) -> None:
+    """72 ranks whose watchdogs never dump (each would hold a worker for its whole Flight
+    Recorder wait: 72 x 15 s over 8 workers is 135 s): the answer still comes by the
+    deadline, every rank listed, those not reached with a note."""
     need_py_spy()
     deadline = 15.0
-    envs = [{"PATH": "/usr/bin:/bin", "RANK": str(r), "LOCAL_RANK": str(r % 8),
-             "WORLD_SIZE": "72", "TORCHELASTIC_RUN_ID": "fake-72", "FAKE_MODE": "sleep"}
-            for r in range(72)]
-    with fake_ranks(envs) as procs:
-        started = time.monotonic()
-        sample = _sample(agent, {"pids": [p.pid for p in procs], "deadline_s": deadline})
-        took = time.monotonic() - started
+    with shared_dir() as d:
+        envs = [rank_env(d, r, 72, FAKE_MODE="mute") for r in range(72)]
+        with fake_ranks(envs) as procs:
+            started = time.monotonic()
+            sample = _sample(agent, {"pids": [p.pid for p in procs], "deadline_s": deadline})
+            took = time.monotonic() - started
     assert sorted(r.rank for r in sample.ranks) == list(range(72))  # type: ignore[type-var]
     # each rank is sampled or says why not; the answer came in the deadline (and the way
     # back: a generous bound for a busy machine)
     assert all(r.threads or r.stack_error for r in sample.ranks)
     assert any(r.threads for r in sample.ranks)
     assert took < deadline + 30, took
-    late = [r for r in sample.ranks if (r.stack_error or "").startswith("not sampled")]
-    assert not late or any(f"{len(late)} of 72 ranks were not sampled" in n
-                           for n in sample.notes)
+    # the stacks are read apart from the dumps' waits: the mute pipes do not take them
+    assert sum(1 for r in sample.ranks if r.threads) > 8
+    late = [r for r in sample.ranks if (r.fr_note or "").startswith("Flight Recorder not")]
+    assert late and any(f"{len(late)} Flight Recorder dumps not read within" in n
+                        for n in sample.notes), sample.notes
+    assert any("no dump at dump_" in (r.fr_note or "") for r in sample.ranks)
 
 
 def test_concurrent_identical_requests_get_one_sample(agent: Agent) -> None:

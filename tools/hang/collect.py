@@ -15,12 +15,12 @@ import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field
 
 from tools.hang import ras
-from tools.hang.model import GpuSample, HangSample, RankSample
+from tools.hang.model import GpuSample, HangSample, RankSample, ThreadStack
 from tools.hang.pipe import MAX_DUMP_BYTES, request_dump
 from tools.hang.procs import TrainingProcess, find_processes, nccl_version_of
 from tools.hang.ras import RasStatus
@@ -34,8 +34,11 @@ TOOL = "hang"
 MAX_FR_BYTES = 32 * 2**20
 #: the reply's JSON, at most: dumps are dropped first (largest first), then side threads
 MAX_REPLY_BYTES = 48 * 2**20
-#: ranks sampled at once
+#: ranks whose stacks are read at once (py-spy), and whose dumps are waited for at once
 MAX_WORKERS = 8
+MAX_FR_WORKERS = 16
+A = TypeVar("A")
+B = TypeVar("B")
 #: what the reply needs after the last rank (building and sending it)
 _MARGIN_S = 1.0
 
@@ -92,33 +95,29 @@ def _base(tp: TrainingProcess) -> RankSample:
                       launcher=tp.launcher, cmdline=redact_text(tp.cmdline[:500]))
 
 
-def _rank_sample(tp: TrainingProcess, p: HangParams, deadline: float,
-                 budget: ByteBudget) -> RankSample:
-    """One rank's stacks and dump, each within its own limit and the request's deadline."""
-    sample = _base(tp)
+def _stacks(tp: TrainingProcess, p: HangParams,
+            deadline: float) -> tuple[list[ThreadStack], str | None]:
+    """One rank's Python stacks, within its own limit and the request's deadline."""
     left = deadline - time.monotonic()
     if left < 1.0:
-        sample.stack_error = "not sampled: the request's deadline came first"
-        return sample
-    sample.threads, sample.stack_error = dump_stacks(
-        tp.pid, native=p.native, timeout_s=min(10.0, p.timeout_s, left))
-    if not p.flight_recorder:
-        return sample
+        return [], "not sampled: the request's deadline came first"
+    return dump_stacks(tp.pid, native=p.native, timeout_s=min(10.0, p.timeout_s, left))
+
+
+def _flight_recorder(tp: TrainingProcess, p: HangParams, deadline: float,
+                     budget: ByteBudget) -> tuple[str | None, str | None]:
+    """One rank's dump (base64) or why not, within its own limit, the request's deadline and
+    what is left of the sample's byte budget."""
     left = deadline - time.monotonic()
     if left < 2.0:
-        sample.fr_note = "Flight Recorder not asked: the request's deadline came first"
-        return sample
+        return None, "Flight Recorder not asked: the request's deadline came first"
     # a rank's first dump may take seconds (it symbolizes its stack frames)
     data, note = request_dump(tp, timeout_s=min(15.0, p.timeout_s, left),
                               max_bytes=min(MAX_DUMP_BYTES, budget.left))
     if data and not budget.take(size := len(data)):
-        data, note = None, (f"its dump ({size} bytes) was dropped: the sample's "
-                            f"{MAX_FR_BYTES // 2**20} MiB budget for Flight Recorder dumps "
-                            "is spent")
-    sample.fr_note = note
-    if data:
-        sample.fr_dump_b64 = base64.b64encode(data).decode()
-    return sample
+        return None, (f"its dump ({size} bytes) was dropped: the sample's "
+                      f"{MAX_FR_BYTES // 2**20} MiB budget for Flight Recorder dumps is spent")
+    return (base64.b64encode(data).decode() if data else None), note
 
 
 def sample_gpus(samples: int = 3, every_s: float = 0.3) -> tuple[list[GpuSample], str | None]:
@@ -173,11 +172,15 @@ def _xid() -> list[str]:
     return [redact_text(str(e.get("message", ""))[:300]) for e in events[-20:]]
 
 
-def _late(tp: TrainingProcess, deadline_s: float) -> RankSample:
-    sample = _base(tp)
-    sample.stack_error = (f"not sampled within the request's deadline ({deadline_s:g} s); "
-                          "name fewer ranks with --pids, or give a longer deadline")
-    return sample
+def _outcome(f: Future[tuple[A, B]], late: tuple[A, B]) -> tuple[A, B]:
+    """A part's result; `late` when it is not done by the deadline (it is cancelled, or
+    ends on its own limit); a failure as its one-line reason."""
+    if not f.done():
+        f.cancel()
+        return late
+    if (exc := f.exception()) is not None:
+        return late[0], f"failed: {type(exc).__name__}: {str(exc)[:200]}"  # type: ignore[return-value]
+    return f.result()
 
 
 def cap_reply(sample: HangSample, limit: int = MAX_REPLY_BYTES) -> None:
@@ -214,43 +217,45 @@ def collect_hang(p: HangParams, host: str | None = None) -> ToolResult:
             + (f", matching {p.pattern!r}" if p.pattern else "")
             + (f", of job {p.job}" if p.job else "") + ")", **sample.model_dump(mode="json"))
     budget = ByteBudget(MAX_FR_BYTES)
-    ranks = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(procs)),
-                               thread_name_prefix="hang-rank")
+    stacks = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(procs)),
+                                thread_name_prefix="hang-stacks")
+    dumps = ThreadPoolExecutor(max_workers=min(MAX_FR_WORKERS, len(procs)),
+                               thread_name_prefix="hang-fr")
     side = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hang-side")
     try:
-        futures: list[Future[RankSample]] = [
-            ranks.submit(_rank_sample, tp, p, deadline, budget) for tp in procs]
+        stack_fs = [stacks.submit(_stacks, tp, p, deadline) for tp in procs]
+        fr_fs = [dumps.submit(_flight_recorder, tp, p, deadline, budget)
+                 for tp in procs] if p.flight_recorder else []
         version = next((v for v in (nccl_version_of(tp.pid) for tp in procs[:4]) if v), None)
         ras_f = side.submit(_ras, p, version, deadline)
         gpu_f = side.submit(sample_gpus) if p.gpu else None
-        everything: list[Future[Any]] = [*futures, ras_f, *([gpu_f] if gpu_f else [])]
+        everything: list[Future[Any]] = [*stack_fs, *fr_fs, ras_f, *([gpu_f] if gpu_f else [])]
         wait(everything, timeout=max(0.0, deadline - time.monotonic()))
-        for tp, f in zip(procs, futures, strict=True):
-            if not f.done():
-                f.cancel()
-                sample.ranks.append(_late(tp, p.deadline_s))
-            elif (exc := f.exception()) is not None:
-                failed = _base(tp)
-                failed.stack_error = f"sampling failed: {type(exc).__name__}: {str(exc)[:200]}"
-                sample.ranks.append(failed)
-            else:
-                sample.ranks.append(f.result())
-        if ras_f.done() and ras_f.exception() is None:
-            sample.ras, sample.ras_note = ras_f.result()
-        else:
-            sample.ras_note = "NCCL RAS: no answer within the request's deadline"
+        for n, tp in enumerate(procs):
+            rank = _base(tp)
+            rank.threads, rank.stack_error = _outcome(
+                stack_fs[n], ([], f"not sampled within the request's deadline "
+                                  f"({p.deadline_s:g} s); name fewer ranks with --pids, or "
+                                  "give a longer deadline"))
+            if fr_fs:
+                rank.fr_dump_b64, rank.fr_note = _outcome(fr_fs[n], (
+                    None, "Flight Recorder not read within the request's deadline"))
+            sample.ranks.append(rank)
+        sample.ras, sample.ras_note = _outcome(
+            ras_f, ([], "NCCL RAS: no answer within the request's deadline"))
         if gpu_f is not None:
-            if gpu_f.done() and gpu_f.exception() is None:
-                sample.gpus, sample.gpu_note = gpu_f.result()
-            else:
-                sample.gpu_note = "no GPU sample within the request's deadline"
+            sample.gpus, sample.gpu_note = _outcome(
+                gpu_f, ([], "no GPU sample within the request's deadline"))
     finally:
-        ranks.shutdown(wait=False, cancel_futures=True)
-        side.shutdown(wait=False, cancel_futures=True)
+        for pool in (stacks, dumps, side):
+            pool.shutdown(wait=False, cancel_futures=True)
     late = sum(1 for r in sample.ranks if (r.stack_error or "").startswith("not sampled"))
-    if late:
-        sample.notes.append(f"{late} of {len(procs)} ranks were not sampled within the "
-                            f"request's deadline ({p.deadline_s:g} s)")
+    late_fr = sum(1 for r in sample.ranks if (r.fr_note or "").startswith(
+        ("Flight Recorder not read", "Flight Recorder not asked")))
+    if late or late_fr:
+        sample.notes.append(f"{late} of {len(procs)} ranks were not sampled and {late_fr} "
+                            "Flight Recorder dumps not read within the request's deadline "
+                            f"({p.deadline_s:g} s)")
     if sample.gpus and time.monotonic() < deadline:
         sample.xid = _xid()
     cap_reply(sample)
