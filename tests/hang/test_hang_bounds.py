@@ -102,6 +102,34 @@ def test_without_openat2_each_component_is_opened_without_following_links(
                     note or "")
 
 
+NO_SETUID = ["setpriv", "--bounding-set", "-sys_chroot,-setuid,-setgid"]
+
+
+@pytest.mark.parametrize("wrapper", [[], NO_SETUID], ids=["as-the-rank", "root-without-setuid"])
+def test_only_files_the_rank_owns_are_used(wrapper: list[str]) -> None:
+    """A root agent that may change user reads as the rank; one whose container dropped
+    CAP_SETUID / CAP_SYS_CHROOT stays root, and then the ownership checks are what hold: a
+    root-owned, world-readable file at a rank's dump path is not read, a link is not
+    followed, and the honest rank's own dump still is."""
+    import shutil
+
+    if wrapper and shutil.which(wrapper[0]) is None:
+        pytest.skip(f"{wrapper[0]} is not installed")
+    with shared_dir() as d:
+        planted = d / "dump_1"
+        planted.write_text("ROOT-OWNED, WORLD-READABLE")
+        planted.chmod(0o644)
+        envs = [rank_env(d, 0, 3, FAKE_MODE="honest"), rank_env(d, 1, 3, FAKE_MODE="mute"),
+                rank_env(d, 2, 3, FAKE_MODE="symlink", FAKE_TARGET="/etc/hostname")]
+        with fake_ranks(envs) as procs:
+            tps = [read_process(p.pid) for p in procs]
+            got = [request_dump(tp, timeout_s=5, wrapper=wrapper) for tp in tps if tp]
+    assert got[0] == (b"dump:1", None)
+    assert got[1][0] is None and "dump_1 belongs to uid 0, not to the rank's uid 4242" in (
+        got[1][1] or "")
+    assert got[2][0] is None and "symbolic link; not followed" in (got[2][1] or "")
+
+
 def test_a_full_pipe_or_a_rank_that_never_dumps_loses_only_its_own_dump() -> None:
     need_py_spy()
     with shared_dir() as d:

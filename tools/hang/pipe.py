@@ -21,6 +21,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -77,10 +78,12 @@ def pipe_paths(tp: TrainingProcess) -> DumpPaths | str:
 
 
 def request_dump(tp: TrainingProcess, timeout_s: float = 5.0, max_bytes: int = MAX_DUMP_BYTES,
-                 proc: Path = Path("/proc"), openat2: bool = True
-                 ) -> tuple[bytes | None, str | None]:
+                 proc: Path = Path("/proc"), openat2: bool = True,
+                 wrapper: Sequence[str] = ()) -> tuple[bytes | None, str | None]:
     """Write to the rank's pipe and wait for a fresh dump: (its bytes, None) or (None, why).
-    Never longer than `timeout_s` (1.5 s at least), never more than `max_bytes`."""
+    Never longer than `timeout_s` (1.5 s at least), never more than `max_bytes`. `openat2`
+    False takes the path walk older kernels get; `wrapper` runs the reader under a command
+    (tests: `setpriv` without the capabilities to change user)."""
     paths = pipe_paths(tp)
     if isinstance(paths, str):
         return None, paths
@@ -98,7 +101,7 @@ def request_dump(tp: TrainingProcess, timeout_s: float = 5.0, max_bytes: int = M
             "max_bytes": max_bytes, "openat2": openat2}
     try:
         child = subprocess.Popen(  # fixed argv, no shell, nothing of the agent's environment
-            [sys.executable, "-I", "-S", "-c", _reader_source(), json.dumps(args)],
+            [*wrapper, sys.executable, "-I", "-S", "-c", _reader_source(), json.dumps(args)],
             pass_fds=(root_fd,), env={}, cwd="/", stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     except OSError as exc:

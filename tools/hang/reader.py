@@ -202,12 +202,16 @@ def become(root_fd: int, uid: int, gid: int, groups: list[int]) -> bool:
             os.fchdir(root_fd)
             os.chroot(".")
             os.chdir("/")
+        except PermissionError:
+            pass
+        try:
             os.setgroups(groups)
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
             became = True
         except PermissionError:
             pass
+    # not dumpable: the rank's user may not ptrace us or open /proc/<us>/root, cwd or fds
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     return became
 
