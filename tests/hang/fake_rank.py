@@ -4,11 +4,12 @@ read without blocking; anything written to it asks for a dump at
 `<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>`).
 
 FAKE_MODE says what it does when its pipe is written:
-- `honest`: after FAKE_DELAY_S seconds writes its dump: FAKE_PAYLOAD and how many times it
-  was asked so far (`payload:N`), then FAKE_DUMP_BYTES zero bytes;
+- `honest`: notes that it was asked (`<dump>.asked`), after FAKE_DELAY_S seconds writes its
+  dump: FAKE_PAYLOAD and how many times it was asked so far (`payload:N`), then
+  FAKE_DUMP_BYTES zero bytes;
 - `mute`: reads its pipe and never dumps (a rank whose watchdog is stuck too);
-- `symlink`: replaces its dump (a file of its own) with a symbolic link to FAKE_TARGET (a file it may not
-  read), to make a root agent read that file for it;
+- `symlink`: replaces its dump (a file of its own) with a symbolic link to FAKE_TARGET (a
+  file it may not read), to make a root agent read that file for it;
 - `full`: fills its own pipe and never reads it;
 - `sleep`: has no pipe at all (a rank without a Flight Recorder).
 It leaves when its parent does, or after FAKE_LIFE_S seconds.
@@ -48,6 +49,8 @@ while os.getppid() == parent and time.monotonic() < deadline:
             data = b""
         if data and mode == "honest":
             asked += 1
+            with open(f"{out}.asked", "w") as fh:
+                fh.write(str(asked))
             time.sleep(float(os.environ.get("FAKE_DELAY_S", "0")))
             with open(out, "wb") as fh:
                 fh.write(f"{os.environ.get('FAKE_PAYLOAD', 'dump')}:{asked}".encode())

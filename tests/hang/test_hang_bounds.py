@@ -193,7 +193,9 @@ def test_concurrent_identical_requests_get_one_sample(agent: Agent) -> None:
             threads = [threading.Thread(target=ask) for _ in range(3)]
             for t in threads:
                 t.start()
-            time.sleep(1.5)  # the sample waits 4 s for the rank's dump
+            asked = time.monotonic() + 60  # the sample runs once the rank was asked
+            while not (d / "dump_0.asked").exists() and time.monotonic() < asked:
+                time.sleep(0.05)
             try:
                 _sample(agent, {**params, "native": True})
             except NodeBusyError as exc:

@@ -5,7 +5,20 @@ With `TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<stem>` and a trace buffer
 `<stem><rank>.pipe` and polls it; anything written to it makes the rank dump its Flight
 Recorder to `<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>` (default `/tmp/nccl_trace_rank_`;
 `TORCH_FR_DUMP_TEMP_FILE` in newer torch) - torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
-(`DumpPipe`) and FlightRecorder.cpp (`DebugInfoWriter`).
+(`DumpPipe`) and FlightRecorder.cpp (`DebugInfoWriter`). From pytorch/pytorch's
+ProcessGroupNCCL.hpp (`struct DumpPipe`, main as stored in the reference index):
+
+    std::string filename = c10::str(fileStem, rank, ".pipe");
+    ...
+        mkfifo(filename.c_str(), 0666) != -1,
+    ...
+    fd_ = open(filename.c_str(), O_RDONLY | O_NONBLOCK);
+    ...
+    ssize_t bytesRead = read(fd_, &buf, 128);
+    return bytesRead > 0;
+
+So a rank whose watchdog does not poll leaves its pipe unread, and a full pipe refuses our
+byte (O_NONBLOCK): that rank loses its own dump, no other.
 
 Both paths are the rank's to choose, so they are opened only inside the rank's own root
 (`/proc/PID/root`), never through a symbolic link, and only when the rank's uid owns them; the
