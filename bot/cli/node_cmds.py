@@ -125,6 +125,9 @@ def hang(
     native: Annotated[bool, typer.Option("--native", help="Include C/C++ frames.")] = False,
     ras_port: Annotated[int, typer.Option(
         "--ras-port", help="NCCL RAS port (0: do not ask RAS).")] = 28028,
+    deadline: Annotated[float, typer.Option(
+        "--deadline", min=5.0, max=120.0, help="Seconds the whole sample may take on a node; "
+        "ranks not sampled by then are listed with a note.")] = 45.0,
     node: Annotated[str | None, typer.Option(
         "--node", help="Sample this node through its agent (a name in NCCLBOT_NODES_FILE).")
     ] = None,
@@ -146,7 +149,7 @@ def hang(
     except ValueError:
         raise typer.BadParameter("--pids takes process ids: --pids 123,124") from None
     body: dict[str, Any] = {"pids": pid_list, "pattern": pattern, "job": job, "native": native,
-                            "ras_port": ras_port or None}
+                            "ras_port": ras_port or None, "deadline_s": deadline}
     lang = _check_lang(lang)
     settings = settings_from(config)
     samples, errors = hang_samples(config, node, nodes, body)

@@ -141,25 +141,80 @@ def _odd_ones(places: Sequence[RankPlace]) -> tuple[list[RankPlace], str] | None
     return rest, many
 
 
+JobKey = tuple[str, str, int]
+
+
+def job_key(r: RankSample) -> JobKey:
+    """What every rank of one job shares on every node: its run id (TORCHELASTIC_RUN_ID /
+    SLURM_JOB_ID), its rendezvous (MASTER_ADDR:MASTER_PORT) and WORLD_SIZE."""
+    return r.job or "", r.master or "", r.world_size or 0
+
+
+def _job_names(keys: Sequence[JobKey]) -> dict[JobKey, str]:
+    """Each job's run id, with its rendezvous and size only where two share a run id."""
+    ids = Counter(k[0] for k in keys)
+    return {k: (k[0] or "no job id") + (f" ({k[1] or 'no rendezvous'}, WORLD_SIZE {k[2]})"
+                                         if ids[k[0]] > 1 else "") for k in keys}
+
+
+def job_ranks(samples: Sequence[HangSample]) -> tuple[list[HangSample], list[str]]:
+    """The samples with only ranks that can belong to their job: a rank >= its WORLD_SIZE
+    and a second process with the same rank of the same job (first come, by node) are
+    dropped, each with a note, and a job with more processes than its WORLD_SIZE is named."""
+    notes: list[str] = []
+    seen: dict[tuple[JobKey, int], str] = {}
+    claimed: Counter[JobKey] = Counter()
+    names = _job_names(sorted({job_key(r) for s in samples for r in s.ranks}))
+    out = []
+    for s in samples:
+        kept = []
+        for r in s.ranks:
+            key = job_key(r)
+            claimed[key] += 1
+            where = f"{s.host} pid {r.pid}"
+            if r.rank is not None and r.world_size and r.rank >= r.world_size:
+                notes.append(f"{where} says rank {r.rank} of job {names[key]}, not below its "
+                             f"WORLD_SIZE {r.world_size}: not counted")
+            elif r.rank is not None and (key, r.rank) in seen:
+                notes.append(f"{where} says rank {r.rank} of job {names[key]}, like "
+                             f"{seen[(key, r.rank)]}: the second is not counted")
+            else:
+                if r.rank is not None:
+                    seen[(key, r.rank)] = where
+                kept.append(r)
+        out.append(s.model_copy(update={"ranks": kept}))
+    for key, n in sorted(claimed.items()):
+        if key[2] and n > key[2]:
+            notes.append(f"{n} processes claim to be ranks of job {names[key]}, more than its "
+                         f"WORLD_SIZE {key[2]}: extra ones are not counted")
+    return out, notes
+
+
 def triangulate(samples: Sequence[HangSample]) -> HangVerdict:
     """The hang's kind, its culprits and the signals for the diagnosis (see module doc).
-    Ranks of different jobs (TORCHELASTIC_RUN_ID / SLURM_JOB_ID) are compared within their
-    own job only; the verdict is the first job's with a culprit."""
-    jobs = sorted({r.job or "" for s in samples for r in s.ranks})
+    Only ranks that can belong to their job count (`job_ranks`). Ranks of different jobs
+    (run id, rendezvous and WORLD_SIZE) are compared within their own job only; the verdict
+    is the job with the most ranks sampled (a stray process claiming a job of its own cannot
+    take the answer over), the first with a culprit among equals."""
+    samples, dropped = job_ranks(samples)
+    jobs = sorted({job_key(r) for s in samples for r in s.ranks})
     if len(jobs) < 2:
         v = _one_job(samples)
+        v.notes += dropped
     else:
-        each = [(job, _one_job([s.model_copy(update={
-            "ranks": [r for r in s.ranks if (r.job or "") == job], "notes": []})
-            for s in samples])) for job in jobs]
-        job, v = next(((j, x) for j, x in each if x.culprits), each[0])
-        named = ", ".join(j or "no job id" for j in jobs)
-        v.notes = [n for s in samples for n in s.notes] + [
+        names = _job_names(jobs)
+        each = [(job, sum(1 for s in samples for r in s.ranks if job_key(r) == job),
+                 _one_job([s.model_copy(update={
+                     "ranks": [r for r in s.ranks if job_key(r) == job], "notes": []})
+                     for s in samples])) for job in jobs]
+        job, _, v = max(each, key=lambda e: (e[1], bool(e[2].culprits)))
+        named = ", ".join(names[j] for j in jobs)
+        v.notes = [n for s in samples for n in s.notes] + dropped + [
             f"{len(jobs)} jobs run on these nodes ({named}): each was compared on its own; "
-            f"this answer is about {job or 'the one without an id'} (pass --job to choose)"]
-        for other, x in each:
+            f"this answer is about {names[job]} (pass --job to choose)"]
+        for other, _, x in each:
             if other != job and x.culprits:
-                v.notes.append(f"job {other or '(no id)'}: {x.culprits[0].reason}")
+                v.notes.append(f"job {names[other]}: {x.culprits[0].reason}")
     _ras(samples, v)
     _gpu_and_xid(samples, v)
     v.summary = _summary(v)

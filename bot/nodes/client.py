@@ -72,10 +72,12 @@ class NodeClient:
 
     def run(self, tool: str, params: dict[str, Any] | None = None,
             timeout: float | None = None) -> ToolResult:
-        """Run one tool there; reads are retried, probes never."""
+        """Run one tool there; reads are retried, probes never. A hang sample is not asked
+        again after a timeout (it has used its whole deadline there; the agent runs one at a
+        time and an identical request joins the running one, so the other retries are safe)."""
         body = {k: v for k, v in (params or {}).items() if v is not None}
         data = self._call("POST", f"/v1/{tool}", body, idempotent=tool in READ_TOOLS,
-                          timeout=timeout)
+                          timeout=timeout, retry_timeout=tool != "hang")
         try:
             return ToolResult.model_validate(data)
         except ValueError as exc:
@@ -96,7 +98,8 @@ class NodeClient:
 
     # -- plumbing ---------------------------------------------------------------
     def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool,
-              signed: bool = True, timeout: float | None = None) -> dict[str, Any]:
+              signed: bool = True, timeout: float | None = None,
+              retry_timeout: bool = True) -> dict[str, Any]:
         payload = json.dumps(body).encode() if body is not None else b""
         attempts = 1 + (self.retries if idempotent else 0)
         for attempt in range(attempts):
@@ -111,7 +114,7 @@ class NodeClient:
             try:
                 resp = self._http.send(request)
             except httpx.TimeoutException as exc:
-                if attempt + 1 < attempts:
+                if attempt + 1 < attempts and retry_timeout:
                     time.sleep(self.backoff_s * 2**attempt)
                     continue
                 raise self._error(

@@ -62,8 +62,11 @@ def hang_samples(config: Path | None, node: str | None, nodes: str | None,
     names = [n.strip() for n in f"{node or ''},{nodes or ''}".split(",") if n.strip()]
     targets = {t.name: t for t in load_inventory(settings.nodes_file).expand(names)}
 
+    # the agent answers within the sample's deadline; a little more for the way back
+    timeout = float(params.get("deadline_s") or HangParams().deadline_s) + 30.0
+
     def run(name: str) -> dict[str, Any]:
-        with client_for(settings, targets[name], timeout=120.0) as client:
+        with client_for(settings, targets[name], timeout=timeout) as client:
             return client.run("hang", params).model_dump()
 
     return gather(list(targets), run)

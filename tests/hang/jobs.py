@@ -81,3 +81,69 @@ def hung_job(tmp: Path, stuck_rank: int = 2) -> Iterator[HungJob]:
                 os.kill(pid, signal.SIGKILL)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+FAKE = Path(__file__).with_name("fake_rank.py")
+#: the uid and gid of the fake ranks of "another user"
+OTHER_UID = 4242
+
+
+def other_user_python() -> str:
+    """A Python another user may run (the venv's may sit under root's home); skip without
+    root (only root can start a process as another user)."""
+    if os.geteuid() != 0:
+        pytest.skip("starting a process as another user needs root")
+    for exe in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(exe, os.X_OK):
+            return exe
+    pytest.skip("no system python3 for another user")
+    raise AssertionError
+
+
+@contextmanager
+def shared_dir() -> Iterator[Path]:
+    """A folder in /tmp that any user may write to (sticky, like /tmp itself)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="ncclbot-hang-", dir="/tmp"))
+    path.chmod(0o1777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def rank_env(folder: Path, rank: int, world: int, **extra: str) -> dict[str, str]:
+    """A rank's variables with a debug pipe and dump path in `folder`."""
+    return {"PATH": "/usr/bin:/bin", "RANK": str(rank), "LOCAL_RANK": str(rank % 8),
+            "WORLD_SIZE": str(world), "TORCHELASTIC_RUN_ID": "fake-job",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555",
+            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": f"{folder}/pipe_",
+            "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": f"{folder}/dump_", **extra}
+
+
+@contextmanager
+def fake_ranks(envs: list[dict[str, str]], uid: int | None = OTHER_UID,
+               script: Path = FAKE) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start one fake rank per environment (as `uid`), wait until each is ready, and kill
+    them all at the end (they also leave when this process does)."""
+    exe = other_user_python() if uid is not None else sys.executable
+    creds = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for env in envs:
+            procs.append(subprocess.Popen([exe, "-S", str(script)], env=env, cwd="/",
+                                          stdout=subprocess.PIPE, **creds))  # type: ignore[call-overload]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
+        yield procs
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+        for p in procs:
+            p.wait()
+            if p.stdout is not None:
+                p.stdout.close()

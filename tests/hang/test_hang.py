@@ -183,3 +183,128 @@ def test_ranks_of_two_jobs_are_compared_within_their_own_job() -> None:
     assert v.kind == "host_stuck" and [c.rank for c in v.culprits] == [2]  # job a
     assert any("2 jobs run on these nodes (a, b)" in n for n in v.notes)
     assert any(n.startswith("job b: rank 1 on n1 is in load_shard") for n in v.notes)
+
+
+FORGED = '''import os
+import time
+
+
+def all_reduce():
+    """A forged rank "waiting" in a collective (the file lies under distributed/)."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.2)
+
+
+print("ready", flush=True)
+all_reduce()
+'''
+
+
+def _job_env(pid: int) -> dict[str, str]:
+    env = parse_environ(Path(f"/proc/{pid}/environ").read_bytes())
+    return {k: env[k] for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")}
+
+
+def test_forged_ranks_do_not_change_the_verdict_on_a_real_hung_job(job: HungJob) -> None:
+    """Processes of another user claiming the real job's run id and rendezvous: one says
+    RANK=9 of WORLD_SIZE 4, one says it is rank 1, four say they are ranks 4-7 of 8, all
+    "waiting" in a function named all_reduce. The verdict is still rank 2 in load_shard while
+    3 of 4 ranks wait in all_reduce, and the notes say what was not counted."""
+    from tests.hang.jobs import fake_ranks, shared_dir
+
+    real = _job_env(job.pids[0])
+    with shared_dir() as d:
+        (d / "distributed").mkdir()
+        script = d / "distributed" / "forged.py"
+        script.write_text(FORGED)
+        script.chmod(0o644)
+        base = {"PATH": "/usr/bin:/bin", **real}
+        envs = [{**base, "RANK": "9", "LOCAL_RANK": "1", "WORLD_SIZE": "4"},
+                {**base, "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "4"},
+                *({**base, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "8"}
+                  for r in range(4, 8))]
+        with fake_ranks(envs, script=script) as forged:
+            answer = _answer(["--pids", ",".join(map(str, [*job.pids, *(p.pid for p in
+                                                                        forged)]))])
+    suspect = answer["diagnosis"]["suspects"][0]  # type: ignore[index]
+    assert suspect["rank"] == 2 and "load_shard (hang_job.py:" in suspect["reason"]
+    assert "3 of 4 ranks wait in all_reduce" in suspect["reason"]
+    assert len(answer["diagnosis"]["suspects"]) == 1  # type: ignore[index]
+    assert answer["verdict"] == "diagnosed"
+    notes = " ".join(answer.get("notes", []))  # type: ignore[arg-type]
+    assert "but were not started by its launcher" in notes, notes
+    assert "10 processes claim to be ranks" in notes
+
+
+def test_the_bot_counts_only_ranks_that_can_belong_to_the_job() -> None:
+    """Whatever an agent sends (an old one, a forged node): a rank >= WORLD_SIZE and a second
+    rank 1 are dropped with notes; four more "ranks" of a bigger WORLD_SIZE are another job,
+    and the verdict is about the real one."""
+    def rank(r: int, stuck: bool = False, world: int = 4, pid: int = 0) -> RankSample:
+        frames = [("load_shard", "/job/data.py")] if stuck else [("all_reduce", C10D)]
+        return RankSample(pid=pid or 100 + r, rank=r, job="j1", master="10.0.0.1:29500",
+                          world_size=world, threads=_stack(*frames))
+
+    real = [rank(r, stuck=r == 2) for r in range(4)]
+    v = triangulate([HangSample(host="n1", ranks=real)])
+    assert [c.rank for c in v.culprits] == [2] and "3 of 4 ranks" in v.culprits[0].reason
+    forged = [rank(9, pid=900), rank(1, pid=901), *(rank(r, world=8, pid=910 + r)
+                                                    for r in range(4, 7))]
+    v2 = triangulate([HangSample(host="n1", ranks=real), HangSample(host="n2", ranks=forged)])
+    assert [c.rank for c in v2.culprits] == [2] and "3 of 4 ranks" in v2.culprits[0].reason
+    assert any("n2 pid 900 says rank 9" in n for n in v2.notes)
+    assert any("n2 pid 901 says rank 1" in n and "like n1 pid 101" in n for n in v2.notes)
+    assert any("6 processes claim to be ranks of job j1 (10.0.0.1:29500, WORLD_SIZE 4)" in n
+               for n in v2.notes), v2.notes
+    assert any("this answer is about j1 (10.0.0.1:29500, WORLD_SIZE 4)" in n
+               for n in v2.notes), v2.notes
+
+
+def _tp(pid: int, rank: int, *, world: int = 4, launcher: int = 10, known: bool = True,
+        uid: int = 1000, job: str = "r1", ancestors: list[int] | None = None) -> TrainingProcess:
+    return TrainingProcess(
+        pid, {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+              "TORCHELASTIC_RUN_ID": job, "MASTER_ADDR": "n1", "MASTER_PORT": "29500"},
+        uid=uid, ancestors=ancestors or [launcher], launcher=launcher, launcher_known=known,
+        launcher_uid=uid)
+
+
+def test_a_node_groups_processes_by_their_launcher() -> None:
+    from tools.hang.procs import assign_jobs
+
+    job = [_tp(100 + r, r) for r in range(4)]
+    worker = _tp(200, 1, ancestors=[101, 10])  # a data-loader worker of rank 1
+    beyond = _tp(104, 4)  # same launcher, but RANK >= WORLD_SIZE
+    twin = _tp(105, 1)  # a second rank 1 of the same launcher
+    stray = _tp(300, 3, launcher=50, known=False, uid=4242)  # another user's process
+    other_torchrun = [_tp(400, 5, world=8, launcher=60)]  # same run id, other size
+    kept, notes = assign_jobs([*job, worker, beyond, twin, stray, *other_torchrun])
+    assert [t.pid for t in kept] == [100, 101, 102, 103]
+    text = " ".join(notes)
+    assert "1 child process(es) of ranks" in text
+    assert "pid 104 says RANK=4, not below the WORLD_SIZE 4" in text
+    assert "pid 105 says RANK=1 of job r1 (n1:29500, WORLD_SIZE 4), like pid 101" in text
+    assert "pid(s) 300 (uid 4242) claim job r1" in text and "pid(s) 400 (uid 1000)" in text
+    assert "8 processes claim to be ranks of job r1" in text
+    # two torchruns of one job on one node (each with its own ranks) are both the job's
+    kept, notes = assign_jobs([*(_tp(100 + r, r, world=8) for r in range(4)),
+                               *(_tp(500 + r, r, world=8, launcher=70) for r in range(4, 8))])
+    assert sorted(t.rank or 0 for t in kept) == list(range(8)) and not notes
+
+
+def test_the_reply_is_capped_dumps_first() -> None:
+    from tools.hang.collect import cap_reply
+
+    ranks = [RankSample(pid=r, rank=r, fr_dump_b64="A" * (300_000 * (r + 1)),
+                        threads=_stack(("all_reduce", C10D)) * 3) for r in range(4)]
+    sample = HangSample(host="n1", ranks=ranks)
+    cap_reply(sample, limit=800_000)
+    assert len(sample.model_dump_json()) <= 800_000
+    assert [bool(r.fr_dump_b64) for r in sample.ranks] == [True, False, False, False]
+    assert "dropped to keep the reply under" in (sample.ranks[3].fr_note or "")
+    bare = sample.model_copy(deep=True)
+    bare.ranks[0].fr_dump_b64 = None
+    cap_reply(sample, limit=len(bare.model_dump_json()) - 1)  # then one thread per rank
+    assert all(r.fr_dump_b64 is None for r in sample.ranks)
+    assert all(len(r.threads) == 1 for r in sample.ranks) and sample.notes

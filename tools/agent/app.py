@@ -3,7 +3,8 @@
     GET  /health              liveness, no signature; says only ok
     GET  /openapi.json        the schema, no signature
     POST /v1/topo|env|xid     run that tool (validated body) -> ToolResult
-    POST /v1/hang             stacks, Flight Recorder, RAS and GPUs of a hanging job (on call)
+    POST /v1/hang             stacks, Flight Recorder, RAS and GPUs of a hanging job (on call;
+                              one sample at a time, an identical request joins it)
     POST /v1/probe            one probe at a time; 409 when busy or GPUs are in use
     POST /v1/probe/check      would a probe start now? 200, or the probe's 403/409
     POST /v1/probe/status     is a probe running, whose, and which step (k of N) it is in
@@ -39,6 +40,7 @@ from tools.agent.models import (
     TopoRequest,
     XidRequest,
 )
+from tools.hang.flight import SampleRunningError, SingleFlight, request_key
 from tools.probe.worker import FAULT_ENV
 from tools.result import ToolResult
 
@@ -103,6 +105,7 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
 
     run = run_tool or default_run
     lock = ProbeLock()
+    hang_flight: SingleFlight[ToolResult] = SingleFlight()
     targets = TargetCheck([*(names or ()), *(getattr(settings, "agent_names", None) or ())])
 
     app = FastAPI(title="ncclbot node agent", version=VERSION, docs_url=None, redoc_url=None,
@@ -170,7 +173,8 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         return _tool(request, "xid", body.model_dump(exclude_none=True))
 
     @app.post("/v1/hang", response_model=ToolResult, responses={
-        403: {"description": "the user is not on call (NCCLBOT_ONCALL_USERS)"}})
+        403: {"description": "the user is not on call (NCCLBOT_ONCALL_USERS)"},
+        409: {"description": "another hang sample runs here"}})
     def hang(body: HangRequest, request: Request) -> Any:
         """Stacks, Flight Recorder, RAS and a GPU sample of a hanging job's ranks here (on-call
         users only: it reads other processes' stacks)."""
@@ -181,7 +185,22 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
             return JSONResponse({"detail": f"user {user} may not read the ranks' stacks on "
                                  "this node; the hang diagnostic is for on-call users "
                                  "(NCCLBOT_ONCALL_USERS)", "reason": "not_on_call"}, 403)
-        return _tool(request, "hang", body.model_dump())
+        # one sample at a time; the same request again (a retry) joins the running one
+        params = body.model_dump()
+        try:
+            result, joined = hang_flight.run(request_key(params), user,
+                                             lambda: run("hang", params), body.deadline_s + 15)
+        except SampleRunningError as exc:
+            request.state.ncclbot_audit = {"tool": "hang", "outcome": "busy",
+                                           "holder": exc.user, "reason": exc.why}
+            return JSONResponse({"detail": f"{exc.why} (asked by {exc.user} since "
+                                 f"{exc.since}); ask again when it is done",
+                                 "reason": "hang_running", "holder": exc.user,
+                                 "since": exc.since}, 409)
+        request.state.ncclbot_audit = {"tool": "hang", "params": params,
+                                       "outcome": result.status, "joined": joined,
+                                       "error": (result.error or "")[:300] or None}
+        return result
 
     @app.post("/v1/probe/port", response_model=PortReply)
     def probe_port() -> PortReply:

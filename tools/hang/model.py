@@ -33,6 +33,9 @@ class RankSample(_Model):
     local_rank: int | None = None
     world_size: int | None = None
     job: str | None = None  # TORCHELASTIC_RUN_ID / SLURM_JOB_ID
+    master: str | None = None  # MASTER_ADDR:MASTER_PORT
+    uid: int | None = None  # the process's owner
+    launcher: int | None = None  # the pid of the torchrun / srun step that started it here
     cmdline: str = ""
     threads: list[ThreadStack] = Field(default_factory=list)
     stack_error: str | None = None

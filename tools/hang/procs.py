@@ -18,11 +18,29 @@ KEPT = (*MARKERS, "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"
         "NCCL_RAS_ENABLE", "NCCL_RAS_ADDR")
 
 
+#: Command lines of the processes that start a job's ranks (torchrun / the elastic agent,
+#: SLURM's step daemon, MPI launchers); the nearest such ancestor is a rank's launcher.
+LAUNCHERS = ("torch.distributed.run", "torchrun", "torch.distributed.launch",
+             "torch/distributed/run.py", "torchelastic", "slurmstepd", "mpirun", "mpiexec",
+             "orted", "prted", "hydra_pmi_proxy", "deepspeed")
+#: How far up the parent chain a launcher is looked for.
+MAX_DEPTH = 16
+
+
 @dataclass
 class TrainingProcess:
     pid: int
     env: dict[str, str] = field(default_factory=dict)  # only the KEPT variables
     cmdline: str = ""
+    ppid: int | None = None
+    uid: int | None = None  # effective uid and gid (/proc/PID/status)
+    gid: int | None = None
+    groups: list[int] = field(default_factory=list)
+    #: the parent chain, nearest first, up to and including the launcher
+    ancestors: list[int] = field(default_factory=list)
+    launcher: int | None = None  # the launcher's pid (or the parent's, when none is known)
+    launcher_known: bool = False  # the launcher's command line is a known launcher's
+    launcher_uid: int | None = None
 
     def _int(self, key: str) -> int | None:
         value = self.env.get(key, "")
@@ -44,6 +62,16 @@ class TrainingProcess:
     def job(self) -> str | None:
         return next((self.env[k] for k in JOB_VARS if self.env.get(k)), None)
 
+    @property
+    def master(self) -> str | None:
+        addr, port = self.env.get("MASTER_ADDR"), self.env.get("MASTER_PORT")
+        return f"{addr}:{port}" if addr or port else None
+
+    @property
+    def identity(self) -> tuple[str | None, str | None, int | None]:
+        """What every rank of one job shares on every node: run id, rendezvous, size."""
+        return self.job, self.master, self.world_size
+
 
 def parse_environ(raw: bytes) -> dict[str, str]:
     """The KEPT variables of a `/proc/PID/environ` (NUL-separated; nothing else is kept, so no
@@ -57,22 +85,150 @@ def parse_environ(raw: bytes) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class Status:
+    """The lines of `/proc/PID/status` the job's grouping needs."""
+
+    ppid: int | None
+    uid: int | None
+    gid: int | None
+    groups: list[int]
+
+
+def parse_status(text: str) -> Status:
+    """PPid, the effective Uid and Gid, and Groups of a `/proc/PID/status`."""
+    fields: dict[str, list[str]] = {}
+    for line in text.splitlines()[:80]:
+        key, sep, value = line.partition(":")
+        if sep and key in ("PPid", "Uid", "Gid", "Groups"):
+            fields[key] = value.split()
+
+    def nth(key: str, n: int) -> int | None:
+        vals = fields.get(key, [])
+        return int(vals[n]) if len(vals) > n and vals[n].isdigit() else None
+
+    return Status(nth("PPid", 0), nth("Uid", 1), nth("Gid", 1),
+                  [int(g) for g in fields.get("Groups", [])[:64] if g.isdigit()])
+
+
+def _cmdline(pid: int, proc: Path) -> str:
+    raw = (proc / str(pid) / "cmdline").read_bytes()[:8192]
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
 def read_process(pid: int, proc: Path = Path("/proc")) -> TrainingProcess | None:
     """The process if it is a rank of a distributed job; None when it is not, or is gone."""
     try:
         env = parse_environ((proc / str(pid) / "environ").read_bytes())
-        cmd = (proc / str(pid) / "cmdline").read_bytes()[:8192]
+        if not all(k in env for k in MARKERS):
+            return None
+        cmd = _cmdline(pid, proc)
+        st = parse_status((proc / str(pid) / "status").read_text(errors="replace"))
     except OSError:
         return None
-    if not all(k in env for k in MARKERS):
-        return None
-    return TrainingProcess(pid, env, cmd.replace(b"\0", b" ").decode(errors="replace").strip())
+    return TrainingProcess(pid, env, cmd, st.ppid, st.uid, st.gid, st.groups)
+
+
+def is_launcher(cmdline: str) -> bool:
+    return any(mark in cmdline for mark in LAUNCHERS)
+
+
+def find_launcher(tp: TrainingProcess, proc: Path = Path("/proc")) -> None:
+    """Walk up from the process to its launcher (the nearest known launcher, else the
+    parent) and record the chain on `tp`."""
+    pid, chain = tp.ppid, list[int]()
+    while pid and pid > 1 and len(chain) < MAX_DEPTH:
+        chain.append(pid)
+        try:
+            cmd = _cmdline(pid, proc)
+            st = parse_status((proc / str(pid) / "status").read_text(errors="replace"))
+        except OSError:
+            break
+        if is_launcher(cmd):
+            tp.ancestors, tp.launcher, tp.launcher_known, tp.launcher_uid = (
+                chain, pid, True, st.uid)
+            return
+        pid = st.ppid
+    tp.ancestors = chain
+    tp.launcher = tp.ppid
+    if tp.ppid:
+        try:
+            tp.launcher_uid = parse_status(
+                (proc / str(tp.ppid) / "status").read_text(errors="replace")).uid
+        except OSError:
+            tp.launcher_uid = None
+
+
+def _name(tp: TrainingProcess) -> str:
+    return f"job {tp.job or '(no id)'}" + (f" ({tp.master or 'no rendezvous'}, WORLD_SIZE "
+                                           f"{tp.world_size})" if tp.master or tp.world_size
+                                           else "")
+
+
+def assign_jobs(found: list[TrainingProcess]) -> tuple[list[TrainingProcess], list[str]]:
+    """The processes that are ranks of a job, and notes on the others (pure).
+
+    - a process whose parent chain holds another rank is that rank's child (a data-loader
+      worker inherits its variables): skipped;
+    - a job is its run id (or, without one, its rendezvous MASTER_ADDR:MASTER_PORT and
+      WORLD_SIZE), started here by one launcher: a known launcher first, else the one that
+      started the most of its ranks. Processes claiming the job from another launcher count
+      only when that one is a known launcher of the same user, with the same rendezvous and
+      size and other ranks (two torchruns of one job on a node), never a stray process of
+      anyone's;
+    - ranks >= WORLD_SIZE and a second process with the same rank are dropped.
+    """
+    notes: list[str] = []
+    pids = {tp.pid for tp in found}
+    workers = [tp for tp in found if pids.intersection(tp.ancestors)]
+    if workers:
+        notes.append(f"{len(workers)} child process(es) of ranks (data-loader workers) "
+                     "skipped")
+    jobs: dict[object, dict[int | None, list[TrainingProcess]]] = {}
+    for tp in found:
+        if not pids.intersection(tp.ancestors):
+            key = tp.job or tp.identity
+            jobs.setdefault(key, {}).setdefault(tp.launcher, []).append(tp)
+    kept: list[TrainingProcess] = []
+    for launchers in jobs.values():
+        main, *others = sorted(launchers, key=lambda lp: (
+            not launchers[lp][0].launcher_known, -len(launchers[lp]), lp or 0))
+        first = launchers[main][0]
+        groups = [launchers[main]]
+        for lp in others:
+            group, one = launchers[lp], launchers[lp][0]
+            if (one.launcher_known and one.launcher_uid == first.launcher_uid
+                    and {t.identity for t in group} == {first.identity}
+                    and not {t.rank for t in group} & {t.rank for t in launchers[main]}):
+                groups.append(group)
+                continue
+            notes.append(
+                f"pid(s) {', '.join(str(t.pid) for t in group[:8])} (uid {one.uid}) claim "
+                f"{_name(one)} but were not started by its launcher (pid {main}); not counted")
+        claimed = sum(len(g) for g in launchers.values())
+        seen: dict[int | None, TrainingProcess] = {}
+        for tp in sorted((t for g in groups for t in g), key=lambda t: t.pid):
+            size = tp.world_size
+            if size is not None and tp.rank is not None and tp.rank >= size:
+                notes.append(f"pid {tp.pid} says RANK={tp.rank}, not below the WORLD_SIZE "
+                             f"{size} of {_name(tp)}; not counted")
+            elif tp.rank is not None and tp.rank in seen:
+                notes.append(f"pid {tp.pid} says RANK={tp.rank} of {_name(tp)}, like pid "
+                             f"{seen[tp.rank].pid}; the second is not counted")
+            else:
+                seen[tp.rank] = tp
+        size = first.world_size
+        if size is not None and claimed > size:
+            notes.append(f"{claimed} processes claim to be ranks of {_name(first)}, more than "
+                         f"its WORLD_SIZE {size}: only {len(seen)} counted")
+        kept += seen.values()
+    return sorted(kept, key=lambda t: (t.rank is None, t.rank or 0, t.pid)), notes
 
 
 def find_processes(pids: list[int] | None = None, pattern: str | None = None,
                    job: str | None = None, proc: Path = Path("/proc"),
                    self_pid: int | None = None) -> tuple[list[TrainingProcess], list[str]]:
-    """The job's ranks on this node, by rank; and notes on what was skipped and why. Only
+    """The jobs' ranks on this node, by rank; and notes on what was skipped and why. Only
     processes with a rank in their environment are ever returned, whatever `pids` names;
     `pattern` is plain text the command line must contain (no regex: callers are remote)."""
     notes: list[str] = []
@@ -98,11 +254,10 @@ def find_processes(pids: list[int] | None = None, pattern: str | None = None,
         if len(found) >= MAX_PROCESSES:
             notes.append(f"stopped at {MAX_PROCESSES} processes")
             break
-    # data-loader workers inherit their rank's variables: keep the first (oldest) process
-    by_rank: dict[tuple[str | None, int | None], TrainingProcess] = {}
     for tp in found:
-        by_rank.setdefault((tp.job, tp.rank), tp)
-    return sorted(by_rank.values(), key=lambda t: (t.rank is None, t.rank or 0)), notes
+        find_launcher(tp, proc)
+    kept, more = assign_jobs(found)
+    return kept, notes + more
 
 
 #: a versioned library file (libnccl.so.2.21.5) and a pip wheel's folder
