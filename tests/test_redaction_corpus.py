@@ -130,3 +130,23 @@ def test_everyday_log_lines_are_left_alone() -> None:
         "torchrun --nnodes 2 --nproc-per-node 8 -p 4 train.py --batch-size 8",
     ):
         assert strip_secrets(line) == line
+
+
+def test_secrets_inside_quoted_values_of_other_names() -> None:
+    """A quoted value after a name that is not secret is searched too (a Slack report's
+    JSON, a launcher's `--env "TOKEN=x"`)."""
+    for line in ('"text": "private_key_id: 0a1b2c3d4e5f"',
+                 'cmd="export DB_PASSWORD=0a1b2c3d4e5f && run"',
+                 'srun --export "HF_HOME=/x,RUN_TOKEN=0a1b2c3d4e5f" python'):
+        assert "0a1b2c3d4e5f" not in redact_text(line), line
+
+
+def test_a_json_block_inside_markdown_is_redacted_as_json() -> None:
+    doc = json.dumps({"notes": ["see", "NCCL_IB_PWD=ibPw9 set"],
+                      "env": {"client_secret": "multi word secret"}}, indent=2)
+    report = f"# Report\n\n```json\n{doc}\n```\ntail"
+    out = redact_text(report)
+    assert "ibPw9" not in out and "multi word secret" not in out and "word" not in out
+    assert out.startswith("# Report\n\n```json\n{") and out.endswith("\n```\ntail")
+    block = out.split("```json\n", 1)[1].rsplit("\n```", 1)[0]
+    assert json.loads(block)["env"]["client_secret"] == REDACTED

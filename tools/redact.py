@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -136,6 +136,7 @@ _JSON_START = re.compile(r"[\[{]\s*(?=[\"\[{]|\\\")")
 #: per line, are left to the text rules.
 _EMBED_MAX_LINE = 256 * 1024
 _EMBED_MAX_STARTS = 64
+_EMBED_MAX_BLOCK = 8 * 1024 * 1024
 _JSON_MAX_DEPTH = 64
 
 
@@ -193,14 +194,39 @@ def _text_rules(text: str) -> str:
     text = _BEARER.sub(rf"\g<1>{REDACTED}", text)
     text = _PAIR.sub(lambda m: m.group(0) if _PAIR_COUNTISH.search(m.group(1))
                      else _keep_or_blank(m.group(1), m.group(2)), text)
-    text = _KEYED.sub(lambda m: _keep_or_blank(m.group(1), m.group(4))
-                      if secret_key(m.group(2) or m.group(3) or "") else m.group(0), text)
+    text = _keyed(text)
     text = _DSN_PWD.sub(lambda m: _blank_group(m) if m.group(1) != REDACTED else m.group(0),
                         text)
-    text = _ASSIGN.sub(lambda m: _keep_or_blank(m.group(1) + "=", m.group(2))
-                       if secret_key(m.group(1)) else m.group(0), text)
+    text = _assign(text)
+    return _flag(text)
+
+
+# A value quoted after a name that is not secret may hold `NAME=secret` itself
+# (`"cmd": "DB_PASSWORD=x ..."`, `--env "TOKEN=x"`): the rule runs again inside it.
+def _keyed(text: str) -> str:
+    return _KEYED.sub(lambda m: _keep_or_blank(m.group(1), m.group(4))
+                      if secret_key(m.group(2) or m.group(3) or "")
+                      else m.group(1) + _inside(m.group(4), _keyed), text)
+
+
+def _assign(text: str) -> str:
+    return _ASSIGN.sub(lambda m: _keep_or_blank(m.group(1) + "=", m.group(2))
+                       if secret_key(m.group(1))
+                       else m.group(1) + "=" + _inside(m.group(2), _assign), text)
+
+
+def _flag(text: str) -> str:
     return _FLAG.sub(lambda m: _keep_or_blank(m.group(1) + m.group(2), m.group(3))
-                     if is_secret_flag(m.group(1)) else m.group(0), text)
+                     if is_secret_flag(m.group(1))
+                     else m.group(1) + m.group(2) + _inside(m.group(3), _flag), text)
+
+
+def _inside(value: str, rule: Callable[[str], str]) -> str:
+    """`rule` applied inside a quoted value (its quotes kept); other values unchanged."""
+    for q in ('\\"', '"', "'"):
+        if len(value) > 2 * len(q) and value.startswith(q) and value.endswith(q):
+            return q + rule(value[len(q):-len(q)]) + q
+    return value
 
 
 # -- JSON as JSON -----------------------------------------------------------------------------
@@ -294,8 +320,44 @@ def redact_text(text: str) -> str:
         indent = 2 if "\n" in text.strip() else None
         return json.dumps(redacted, ensure_ascii=False, indent=indent)
     if "{" in text or "[" in text:
+        text = _json_blocks(text)
         text = "\n".join(_embedded_json(line) for line in text.split("\n"))
     return _text_rules(text)
+
+
+#: A pretty-printed JSON document inside a longer text starts a line with `{` or `[`.
+_BLOCK_START = re.compile(r"(?m)^[ \t]*[\[{][ \t]*$|^[ \t]*[\[{][ \t]*(?=\")")
+
+
+def _json_blocks(text: str) -> str:
+    """`text` with each JSON document spanning several lines (a report's ```json block, a
+    dumped config) redacted as JSON, in the same layout."""
+    if "\n" not in text or len(text) > _EMBED_MAX_BLOCK:
+        return text
+    out: list[str] = []
+    pos, tries = 0, 0
+    for m in _BLOCK_START.finditer(text):
+        start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
+        if start < pos:
+            continue
+        tries += 1
+        if tries > _EMBED_MAX_STARTS:
+            break
+        try:
+            obj, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(obj, (dict, list)) or "\n" not in text[start:end]:
+            continue
+        redacted = redact_json(obj)
+        out.append(text[pos:start])
+        out.append(text[start:end] if redacted == obj
+                   else json.dumps(redacted, ensure_ascii=False, indent=2))
+        pos = end
+    if pos == 0:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:

@@ -146,6 +146,29 @@ def find_names(text: str) -> Iterator[tuple[str, str]]:
             yield "HOST", m.group(0)
 
 
+def shaped_names(text: str) -> Iterator[tuple[str, int, int]]:
+    """(value, start, end) of every IPv4/IPv6 literal, cluster-shaped node name and FQDN in
+    `text`, by shape alone (no context), longest first where they overlap; a host inside
+    a URL (`https://docs.example.com/...`) is a reference, not a node, and is skipped."""
+    spans: list[tuple[int, int]] = []
+    for m in _IPV4.finditer(text):
+        spans.append(m.span())
+    for m in _IPV6.finditer(text):
+        if _ipv6(m.group(0)):
+            spans.append(m.span())
+    for m in _GPU_HOST.finditer(text):
+        if _gpu_host(m.group(0)):
+            spans.append(m.span())
+    for rx in (_NODE_NAME, _FQDN):
+        spans += [m.span() for m in rx.finditer(text)]
+    taken: list[tuple[int, int]] = []
+    for start, end in sorted(spans, key=lambda se: (se[0], -(se[1] - se[0]))):
+        if any(s <= start < e for s, e in taken) or text[max(0, start - 3):start] == "://":
+            continue
+        taken.append((start, end))
+        yield text[start:end], start, end
+
+
 def find_structural_names(text: str) -> Iterator[tuple[str, str]]:
     """Names that only the text's structure or context marks as names (`alpha7` in
     `alpha7:123:456 [0] NCCL`, `HOME=/home/erin`), whatever they look like."""
