@@ -75,3 +75,22 @@ def test_malformed_answer_buttons_are_audited(slack: FakeSlack, make_app: Any,
                                         message), mode="socket_mode"))
     slack.wait_call("chat.postEphemeral", lambda p: "no longer have" in p["text"])
     assert len(Store(settings.state_db).audit_rows()) == len(values)
+
+
+def test_respond_through_the_response_url_is_redacted(slack: FakeSlack, make_app: Any) -> None:
+    """bolt's `respond()` posts to a command's or button's response_url, not through the
+    Web API client: the app hands listeners a redacting one."""
+    from bot.slack.redacting import RedactingRespond
+
+    app, _ = make_app()
+    body = {"command": "/nccl", "text": "env gpu-node07", "user_id": "UALICE",
+            "channel_id": "C1", "team_id": "T1", "response_url": slack.api_url + "hook"}
+    req = BoltRequest(body=body, mode="socket_mode")
+    app._init_context(req)
+    respond = req.context.respond
+    assert isinstance(respond, RedactingRespond)
+    lines = [p["line"] for p in PLANTED]
+    respond(text="\n".join(lines), response_type="ephemeral",
+            blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": lines[-1]}}])
+    posted = json.dumps(slack.wait_call("hook"), ensure_ascii=False)
+    assert "[REDACTED]" in posted and leaked(posted) == []
