@@ -94,3 +94,17 @@ def test_respond_through_the_response_url_is_redacted(slack: FakeSlack, make_app
             blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": lines[-1]}}])
     posted = json.dumps(slack.wait_call("hook"), ensure_ascii=False)
     assert "[REDACTED]" in posted and leaked(posted) == []
+
+
+def test_a_slash_commands_reply_is_redacted(slack: FakeSlack, make_app: Any,
+                                            settings: Any) -> None:
+    """The acknowledgement of `/nccl` (the HTTP response Slack shows the person) echoes
+    what was typed: without its secrets."""
+    from tests.slack.conftest import serving
+
+    token = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"
+    app, _ = make_app(settings, http=True)
+    with serving(app, settings) as poster:
+        status, body = poster.command(f"env {token}")
+    assert status == 200 and body
+    assert token not in body and "[REDACTED]" in body
