@@ -150,3 +150,13 @@ def test_a_json_block_inside_markdown_is_redacted_as_json() -> None:
     assert out.startswith("# Report\n\n```json\n{") and out.endswith("\n```\ntail")
     block = out.split("```json\n", 1)[1].rsplit("\n```", 1)[0]
     assert json.loads(block)["env"]["client_secret"] == REDACTED
+
+
+def test_every_door_uses_the_same_rules() -> None:
+    """Slack's door, the model's and the node's (the hang sample's command lines go
+    through `tools.redact.redact_text`) give the same result on every planted line."""
+    from tools.hang import collect
+
+    assert collect.redact_text is redact_text
+    for case in PLANTED:
+        assert strip_secrets(case["line"]) == redact_text(case["line"])
