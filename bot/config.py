@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     llm_base_url: str | None = None
     llm_api_key: SecretStr | None = None
     llm_timeout_s: float = Field(default=60.0, gt=0)
+    # Seconds an answer waits for the LLM's first response; past it (a hung endpoint) the
+    # CLI and Slack answer deterministically and the circuit breaker counts an outage.
+    llm_first_token_s: float = Field(default=20.0, gt=0)
     llm_max_tokens: int = Field(default=2000, gt=0)
     redact_hosts: bool = True  # host names, IPs, users and e-mail become placeholders for the LLM
 

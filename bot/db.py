@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from bot.errors import StateError
 
@@ -139,18 +139,82 @@ class SqliteDatabase(Database):
         return f"SQLite {self.path}"
 
 
+#: The authority of a URL: `scheme://user:PASSWORD@` up to the last `@` before the path
+#: (an unencoded `@` or `/` in a password stays inside what is hidden).
+_URL_USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@?#]*:)(\S*)(@[^@\s]*)$")
+_URL_USERINFO_ANY = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@?#]*:)([^\s@]*)(@)")
+#: `?password=` / `&sslpassword=` (libpq's query form) and `password=` keywords
+#: (`host=h password='a b'`), quoted or not.
+_PASSWORD_PARAM = re.compile(
+    r"(?i)((?:^|(?<=[\s?&;]))(?:ssl)?(?:password|passwd|pwd)\s*=\s*)"
+    r"('(?:[^'\\]|\\.)*'?|\"[^\"]*\"?|[^\s&#;]*)")
+MASK = "***"
+
+
 def redact_url(url: str) -> str:
-    """A database URL with its password replaced by `***` (for logs and messages)."""
+    """A database URL (or libpq keyword string) with every password replaced by `***`:
+    in the authority, in `?password=` and in `password=` keywords; malformed URLs too.
+    Never raises (for logs and messages)."""
+    out = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + m.group(3), url.strip(), count=1)
+    out = _URL_USERINFO_ANY.sub(lambda m: m.group(1) + MASK + m.group(3), out)
+    return _PASSWORD_PARAM.sub(lambda m: m.group(1) + MASK if m.group(2) else m.group(0), out)
+
+
+def url_passwords(url: str) -> list[str]:
+    """Every password `url` carries, as libpq and as a plain URL parser read it (either may
+    fail on a malformed URL: what the other finds still counts)."""
+    found: list[str] = []
     try:
-        parts = urlsplit(url)
-        password = parts.password
+        from psycopg.conninfo import conninfo_to_dict
+
+        found.append(str(conninfo_to_dict(url).get("password") or ""))
+    except Exception:  # noqa: BLE001 - malformed or no psycopg: the other readings remain
+        pass
+    try:
+        found.append(unquote(urlsplit(url).password or ""))
     except ValueError:
-        return "<unparsable database URL>"
-    if not password:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+        pass
+    m = _URL_USERINFO.search(url.strip())
+    if m:
+        found.append(m.group(2))
+    found += [m.group(2).strip("'\"") for m in _PASSWORD_PARAM.finditer(url)]
+    return sorted({p for p in found if len(p) >= 3 and p != MASK}, key=len, reverse=True)
+
+
+def scrub_url_secrets(text: str, url: str) -> str:
+    """`text` (a driver's error, a log line) with `url`'s passwords hidden wherever they
+    appear: the URL itself, each password and its percent-encoded form."""
+    text = text.replace(url, redact_url(url))
+    for password in url_passwords(url):
+        for form in (password, quote(password, safe="")):
+            text = text.replace(form, MASK)
+    return redact_url(text)
+
+
+class _UrlScrubber(logging.Filter):
+    """Hides a database URL's passwords in the records of the driver's loggers (the pool
+    logs its connection failures itself)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken record is logging's own problem
+            return True
+        scrubbed = scrub_url_secrets(message, self.url)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        return True
+
+
+def _scrub_driver_logs(url: str) -> None:
+    for name in ("psycopg", "psycopg.pool"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _UrlScrubber) and f.url == url for f in logger.filters):
+            logger.addFilter(_UrlScrubber(url))
 
 
 #: PostgreSQL's spelling of the SQLite column types the schemas use.
@@ -186,21 +250,28 @@ class PostgresDatabase(Database):
                                  else {"connect_timeout": connect_timeout_s})
         try:  # once by hand: psycopg's own message says why (refused, auth, no database)
             psycopg.connect(url, **extra).close()
-        except psycopg.Error as exc:
-            raise StateError(f"cannot reach the state database {self.describe()}: "
-                             f"{self.reason(exc)}",
-                             hint="Check NCCLBOT_DATABASE_URL and that the server accepts "
-                             "connections from here.") from None
+        except Exception as exc:  # noqa: BLE001 - a malformed URL raises more than Error
+            raise self._unreachable(exc) from None
+        _scrub_driver_logs(url)
         self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, kwargs=extra,
                                     check=ConnectionPool.check_connection, open=False,
                                     name="ncclbot-state", timeout=wait_s)
-        self._pool.open(wait=True, timeout=connect_timeout_s * 2)
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout_s * 2)
+        except Exception as exc:  # noqa: BLE001 - PoolTimeout and the like, in one line
+            self._pool.close()
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: Exception) -> StateError:
+        return StateError(f"cannot reach the state database {self.describe()}: "
+                          f"{self.reason(exc)}",
+                          hint="Check NCCLBOT_DATABASE_URL (postgresql://USER:PASSWORD@HOST:"
+                          "PORT/DB) and that the server accepts connections from here.")
 
     def reason(self, exc: Exception) -> str:
-        """The first line of a psycopg error, without the password should it be quoted."""
-        first = super().reason(exc)
-        password = urlsplit(self._url).password
-        return first.replace(password, "***") if password else first
+        """The first line of a psycopg error, without the password should it be quoted
+        (libpq quotes a malformed URL whole)."""
+        return scrub_url_secrets(super().reason(exc), self._url)
 
     @contextmanager
     def tx(self) -> Iterator[Tx]:

@@ -165,6 +165,43 @@ class CircuitBreaker:
 OUTAGE_NOTES = ("LLM unavailable (", "LLM answer abandoned")
 
 
+class LlmWatch:
+    """One LLM answer as its caller sees it: when its first request went out, whether a
+    response came back, and whether the caller stopped waiting (`abandon`). The guarded
+    chat model reports to it; an abandoned answer makes no further calls."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.sent_at: float | None = None
+        self.answered = threading.Event()
+        self.abandoned = threading.Event()
+
+    def sending(self) -> None:
+        """A request is about to go out (raises once the caller has stopped waiting)."""
+        if self.abandoned.is_set():
+            raise TimeoutError("the caller stopped waiting for this answer")
+        if self.sent_at is None:
+            self.sent_at = self.clock()
+
+    def received(self) -> None:
+        self.answered.set()
+
+    def waiting_s(self) -> float:
+        """Seconds the first request has waited for its response (0 before it is sent,
+        and once it is answered)."""
+        if self.sent_at is None or self.answered.is_set():
+            return 0.0
+        return self.clock() - self.sent_at
+
+    def abandon(self) -> None:
+        self.abandoned.set()
+
+
+def first_token_note(seconds: float) -> str:
+    return (f"LLM answer abandoned: no response within {seconds:g} s of asking "
+            "(NCCLBOT_LLM_FIRST_TOKEN_S); this is the deterministic answer.")
+
+
 class Troubleshooter:
     """Answers questions about NCCL and distributed-training failures.
 
@@ -237,13 +274,47 @@ class Troubleshooter:
             if self._chat_model is not None:
                 extra.setdefault("model", self._chat_model)
             # the agent reads its attachments itself; its fallback reuses this analysis
-            answer = respond(q.text, attachments=q.logs, thread_id=q.thread_id,
-                             settings=self.settings, confirm_probe=confirm_probe, lang=q.lang,
-                             analysis=(lambda: self.analysis(q)) if q.logs else None,
-                             **extra)
-            self.breaker.record(any(n.startswith(OUTAGE_NOTES) for n in answer.notes))
-            return answer
+            watch = LlmWatch()
+            found = self._within_first_token(watch, lambda: respond(
+                q.text, attachments=q.logs, thread_id=q.thread_id, settings=self.settings,
+                confirm_probe=confirm_probe, lang=q.lang, watch=watch,
+                analysis=(lambda: self.analysis(q)) if q.logs else None, **extra))
+            if found is None:  # the LLM did not answer in time: it goes on alone, unheard
+                self.breaker.record(True)
+                return self._deterministic(q).with_notes(
+                    first_token_note(self.settings.llm_first_token_s))
+            self.breaker.record(any(n.startswith(OUTAGE_NOTES) for n in found.notes))
+            return found
         return self._deterministic(q)
+
+    def _within_first_token(self, watch: LlmWatch, call: Callable[[], Answer]
+                            ) -> Answer | None:
+        """`call()` on a thread of its own; None when its first LLM request waited longer
+        than `llm_first_token_s` for a response (the call is then abandoned: it makes no
+        further requests and its answer is dropped). The one bound of a hung LLM, for the
+        CLI and Slack alike."""
+        done = threading.Event()
+        result: list[Answer] = []
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                result.append(call())
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="ncclbot-llm-answer", daemon=True).start()
+        limit = self.settings.llm_first_token_s
+        while not done.wait(0.1):
+            if watch.waiting_s() > limit:
+                watch.abandon()
+                log.warning("LLM abandoned: no response within %g s", limit)
+                return None
+        if failure:
+            raise failure[0]
+        return result[0]
 
     def _deterministic(self, q: Question) -> Answer:
         analysis = self.analysis(q)

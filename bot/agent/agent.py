@@ -48,6 +48,7 @@ from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
 from bot.threads import InMemoryThreadStore, ThreadState, ThreadStore, Turn
+from bot.troubleshooter import LlmWatch
 from tools.probe.presets import PROBE_PRESETS
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.
@@ -72,9 +73,11 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
             store: ThreadStore | None = None, nodes: NodeBackend | None = None,
             on_request: Callable[[list[BaseMessage]], None] | None = None,
             analyze: Analyze | None = None,
-            analysis: LazyAnalysis | None = None) -> Answer:
+            analysis: LazyAnalysis | None = None, watch: LlmWatch | None = None) -> Answer:
     """Answer `question` (with log attachments) through the LLM agent; see bot.agent.
-    `analysis`: the attachments' analysis, already made (the fallback answer reuses it)."""
+    `analysis`: the attachments' analysis, already made (the fallback answer reuses it);
+    `watch`: told of each request and response (a caller that stopped waiting abandons
+    it: no further calls, and the thread's state is left as it was)."""
     settings = settings or load_settings()
     lang = resolve_lang(question, lang)
     store = store if store is not None else default_store()
@@ -88,9 +91,10 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
 
     def finish_fallback(notes: list[str]) -> Answer:
         answer = fallback_answer(question, all_paths, lang, settings, notes, analysis)
-        state.placeholders = redactor.mapping
-        state.turns.append(Turn(question=question, summary=answer.summary))
-        store.put(state)
+        if watch is None or not watch.abandoned.is_set():
+            state.placeholders = redactor.mapping
+            state.turns.append(Turn(question=question, summary=answer.summary))
+            store.put(state)
         return answer
 
     try:
@@ -114,7 +118,7 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
                       nodes=nodes or ClientNodeBackend(settings), lang=lang, analyze=analyze)
     learn_attachment_names(ctx)
     guarded = GuardedChatModel(
-        inner=chat, redactor=redactor, on_request=on_request,
+        inner=chat, redactor=redactor, on_request=on_request, watch=watch,
         budget=Budget(settings.llm_timeout_s * DEADLINE_CALLS,
                       settings.llm_max_tokens * TOKEN_CALLS))
     try:
@@ -137,6 +141,8 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     if not outcome.grounded:
         return finish_fallback([*notes, "nothing in the LLM's answer could be grounded in "
                                 f"retrieved cards; {DETERMINISTIC}"])
+    if watch is not None and watch.abandoned.is_set():  # nobody waits: no probe, no turn
+        return finish_fallback([*notes, "the caller stopped waiting for the LLM"])
     final = AgentAnswer.model_validate(redactor.restore_obj(outcome.answer.model_dump()))
     _merge_probes(state, final.probes)
     turn_proposals = _confirm(ctx, confirm_probe, notes)

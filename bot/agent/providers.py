@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field
 
 from bot.agent.redact import Redactor
 from bot.config import Settings
+from bot.troubleshooter import LlmWatch
 
 
 class ProviderError(RuntimeError):
@@ -118,6 +119,8 @@ class GuardedChatModel(BaseChatModel):
     redactor: Redactor
     budget: Budget
     on_request: Callable[[list[BaseMessage]], None] | None = Field(default=None, exclude=True)
+    #: told when a request goes out and when its response arrives (the first-token bound)
+    watch: LlmWatch | None = Field(default=None, exclude=True)
     #: the last request as it was sent (redacted): everything the model has been shown
     sent: list[BaseMessage] = Field(default_factory=list, exclude=True)
 
@@ -167,7 +170,15 @@ class GuardedChatModel(BaseChatModel):
                   run_manager: CallbackManagerForLLMRun | None = None,
                   **kwargs: Any) -> ChatResult:
         self.budget.check()
-        result = self.inner._generate(self.redact_messages(messages), stop=stop, **kwargs)
+        request = self.redact_messages(messages)
+        if self.watch is not None:
+            try:
+                self.watch.sending()
+            except TimeoutError as exc:
+                raise BudgetExceededError(str(exc)) from None
+        result = self.inner._generate(request, stop=stop, **kwargs)
+        if self.watch is not None:
+            self.watch.received()
         self.budget.spend(result)
         return result
 

@@ -31,7 +31,7 @@ from bot.agent.redact_rules import (
     secret_key,
     strip_secrets,
 )
-from tools.redact import REDACTED
+from tools.redact import REDACTED, as_json, redact_json
 
 _HOST_KEYS = frozenset({"host", "hostname", "hosts", "node", "nodename", "nodes", "master_addr",
                         "addr", "fqdn", "server", "nodelist", "peer"})
@@ -48,17 +48,6 @@ def _key_kind(key: str | None) -> str | None:
     if low in _USER_KEYS or low.endswith("_user"):
         return "USER"
     return None
-
-
-def _blank(obj: Any) -> Any:
-    """Every leaf of a value under a secret key, gone."""
-    if isinstance(obj, dict):
-        return {k: _blank(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_blank(v) for v in obj]
-    if isinstance(obj, bool) or obj is None or obj == "":
-        return obj
-    return REDACTED
 
 
 class Redactor:
@@ -135,7 +124,7 @@ class Redactor:
 
     def learn_payload(self, text: str) -> None:
         """Learn from one message: a JSON document value by value, anything else as text."""
-        data = _as_json(text)
+        data = as_json(text)
         if data is not None:
             self.learn_obj(data)
         else:
@@ -163,7 +152,7 @@ class Redactor:
         """Redact every string (and dict key) in a JSON-like structure; values under secret
         keys vanish whatever their type, and so does the value after a secret argv flag."""
         if key is not None and secret_key(key):
-            return _blank(obj)
+            return redact_json(obj, key)
         if isinstance(obj, str):
             kind = _key_kind(key) if self.hosts else None
             if kind and _NAME_VALUE.fullmatch(obj):
@@ -183,7 +172,7 @@ class Redactor:
 
     def redact_payload(self, text: str) -> str:
         """Like `redact`, but a JSON document is redacted value by value and stays JSON."""
-        data = _as_json(text)
+        data = as_json(text)
         if data is None:
             return self.redact(text)
         return json.dumps(self.redact_obj(data), ensure_ascii=False)
@@ -212,12 +201,3 @@ def _is_ip(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _as_json(text: str) -> Any:
-    if text.lstrip()[:1] not in ("{", "["):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None

@@ -1,10 +1,8 @@
 """The patterns behind `bot.agent.redact` (pure): secrets to strip, names to hide.
 
-Secrets: `tools.redact.redact_text` (token shapes, PEM blocks, URL passwords, bearer
-headers, `password=...`) plus what it misses: `NAME=value` for any secret-looking
-name, `--password VALUE` flags, `mysql -pVALUE`, `sshpass -p`, `redis-cli -a`, API keys
-after "API key", wandb keys, bare AWS secret access keys near an AWS mention, DER
-private keys (`MII...`).
+Secrets: `strip_secrets` is `tools.redact.redact_text`, the one rule set that the node,
+Slack's door and the model's requests share (token shapes, secret names in every
+notation, flags, connection strings, JSON as JSON).
 
 Names (`find_names`): hosts, IPs and users, found from the text's own structure (NCCL's
 `host:pid:tid [dev]` prefix, nccl-tests' `on HOST device`, MASTER_ADDR= and other host
@@ -20,91 +18,19 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
-from tools.redact import REDACTED, is_secret_name, redact_text
+from tools.redact import REDACTED as REDACTED
+from tools.redact import is_secret_flag as is_secret_flag
+from tools.redact import redact_text
+from tools.redact import secret_key as secret_key
 
 PLACEHOLDER = re.compile(r"\b(?:HOST|IP|USER)_\d+\b")
 
+
 # -- secrets --------------------------------------------------------------------------------
-_ASSIGN = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
-_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)(\s+|=)(?!-)(\"[^\"]*\"|'[^']*'|[^\s\"']+)")
-_CMD_PASSWORD = re.compile(
-    r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?(?<=\s)-p(?=[^\s-])(\S+)"
-    r"|\bsshpass\s+-p\s*(\S+)"
-    r"|\bredis-cli\b[^\n]*?\s-a\s+(\S+)"
-    r"|\b(?:docker|podman|nerdctl|helm|oras)\s+(?:registry\s+)?login\b[^\n]*?\s-p\s+(\S+)"
-    r"|\b(?:curl|wget)\b[^\n]*?\s(?:-u|--user)[\s=]+[^:\s]+:(\S+)"
-    r"|\b[A-Z][A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)[A-Z0-9_]*"
-    r"\s+(?!=)([A-Za-z0-9+/_\-.]{12,}={0,2})")
-#: A 40-character AWS-style secret access key, even with no "aws" nearby: mixed case,
-#: digits and a slash or plus (paths and hashes rarely have all of them).
-_AWS_SHAPE = re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[/+])(?=[A-Za-z0-9/+]*[a-z])"
-                        r"(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*\d)[A-Za-z0-9/+]{40}"
-                        r"(?![A-Za-z0-9/+=])")
-_LABELLED_KEY = re.compile(
-    r"(?i)\b(?:api[ _-]?key|access[ _-]?token|secret[ _-]?(?:access[ _-]?)?key|private[ _-]?key"
-    r"|auth[ _-]?token)\b['\"]?(?:\s+is)?\s*[:=]?\s*['\"]?([A-Za-z0-9+/_\-]{16,}={0,2})")
-_WANDB_KEY = re.compile(r"(?i)\bwandb\b[^\n]*?(?<![0-9a-f])([0-9a-f]{40})(?![0-9a-f])")
-_WANDB_LOGIN = re.compile(r"(?i)\bwandb\s+login\s+(?:--?\S+\s+)*(\S{32,})")
-_B64_40 = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-_AWS_NEAR = re.compile(r"(?i)aws|\bAKIA|\bASIA")
-_DER_KEY = re.compile(r"\bMII[A-Za-z0-9+/]{20,}={0,2}")
-
-
-_COUNTISH = re.compile(r"(?i)(?:^|[_-])(?:max|min|num|count|per|total)(?:[_-]|$)"
-                       r"|tokeni[sz]er")
-#: `pwd=` inside a `;`-separated connection string (not the shell's PWD).
-_DSN_PWD = re.compile(r"(?i)(?<=;)\s*pwd\s*=\s*([^;\s]+)")
-
-
-def secret_key(name: str) -> bool:
-    """A key or flag name whose value is secret (`max_tokens` and the like are counts)."""
-    return is_secret_name(name) and not _COUNTISH.search(name)
-
-
-def is_secret_flag(arg: str) -> bool:
-    """`--password`, `--api-key`, `-token`: a command-line flag whose value is secret."""
-    return bool(re.fullmatch(r"--?[A-Za-z][\w-]*", arg)) and secret_key(arg.lstrip("-"))
-
-
-def _blank_group(m: re.Match[str]) -> str:
-    """The match with its (first non-empty) group replaced by REDACTED."""
-    for i in range(1, (m.lastindex or 0) + 1):
-        if m.group(i):
-            start, end = m.start(i) - m.start(), m.end(i) - m.start()
-            return m.group(0)[:start] + REDACTED + m.group(0)[end:]
-    return m.group(0)
-
-
-def _has_mix(token: str) -> bool:
-    return bool(re.search(r"[a-z]", token) and re.search(r"[A-Z]", token)
-                and re.search(r"[\d/+]", token))
-
-
-def _aws_secret(text: str) -> str:
-    def sub(m: re.Match[str]) -> str:
-        window = text[max(0, m.start() - 200): m.end() + 200]
-        return REDACTED if _has_mix(m.group(0)) and _AWS_NEAR.search(window) else m.group(0)
-
-    return _B64_40.sub(sub, text)
-
-
 def strip_secrets(text: str) -> str:
-    """Remove every secret-shaped value from `text` (idempotent)."""
-    text = _DER_KEY.sub(REDACTED, text)
-    text = _aws_secret(text)
-    text = _AWS_SHAPE.sub(REDACTED, text)
-    for rx in (_CMD_PASSWORD, _WANDB_KEY, _WANDB_LOGIN):
-        text = rx.sub(_blank_group, text)
-    text = _LABELLED_KEY.sub(lambda m: _blank_group(m) if re.search(r"\d", m.group(1))
-                             and m.group(1) != REDACTED else m.group(0), text)
-    text = redact_text(text)
-    text = _DSN_PWD.sub(_blank_group, text)
-    text = _ASSIGN.sub(lambda m: f"{m.group(1)}={REDACTED}"
-                       if secret_key(m.group(1)) and m.group(2) != REDACTED
-                       else m.group(0), text)
-    return _FLAG.sub(lambda m: m.group(1) + m.group(2) + REDACTED
-                     if is_secret_flag(m.group(1)) and m.group(3) != REDACTED
-                     else m.group(0), text)
+    """Remove every secret-shaped value from `text` (idempotent): `tools.redact.redact_text`,
+    the one rule set of every door (the node, Slack, the model)."""
+    return redact_text(text)
 
 
 # -- names ----------------------------------------------------------------------------------
@@ -218,6 +144,29 @@ def find_names(text: str) -> Iterator[tuple[str, str]]:
     for rx in (_NODE_NAME, _FQDN):
         for m in rx.finditer(text):
             yield "HOST", m.group(0)
+
+
+def shaped_names(text: str) -> Iterator[tuple[str, int, int]]:
+    """(value, start, end) of every IPv4/IPv6 literal, cluster-shaped node name and FQDN in
+    `text`, by shape alone (no context), longest first where they overlap; a host inside
+    a URL (`https://docs.example.com/...`) is a reference, not a node, and is skipped."""
+    spans: list[tuple[int, int]] = []
+    for m in _IPV4.finditer(text):
+        spans.append(m.span())
+    for m in _IPV6.finditer(text):
+        if _ipv6(m.group(0)):
+            spans.append(m.span())
+    for m in _GPU_HOST.finditer(text):
+        if _gpu_host(m.group(0)):
+            spans.append(m.span())
+    for rx in (_NODE_NAME, _FQDN):
+        spans += [m.span() for m in rx.finditer(text)]
+    taken: list[tuple[int, int]] = []
+    for start, end in sorted(spans, key=lambda se: (se[0], -(se[1] - se[0]))):
+        if any(s <= start < e for s, e in taken) or text[max(0, start - 3):start] == "://":
+            continue
+        taken.append((start, end))
+        yield text[start:end], start, end
 
 
 def find_structural_names(text: str) -> Iterator[tuple[str, str]]:

@@ -10,8 +10,10 @@
 - a probe suggestion must name a known preset and a node of the inventory;
 - the explanation may not name a card no tool returned (the id is removed, with a note);
 - nor a node it was never shown: a name shaped like the cluster's node names (or a host
-  placeholder) that is neither in the inventory nor in anything the model was sent (the
-  question, the logs, tool outputs) is removed, with a note.
+  or IP placeholder), and any other host-like name (an IPv4/IPv6 literal, a common node
+  name shape such as `dgx01` or `ip-10-0-0-1`, an FQDN), that is neither in the inventory
+  nor in anything the model was sent (the question, the logs, tool outputs) is removed,
+  with a note.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bot.agent.answer_model import (
     RemediationStep,
     RootCauseClaim,
 )
+from bot.agent.redact_rules import shaped_names
 from bot.knowledge.cards import Card
 
 LineLookup = Callable[[str, int], "str | None"]
@@ -40,6 +43,7 @@ UNVERIFIED_NODE = "[unverified node]"
 #: A host-name-like word: letters first, then letters, digits, '-', '_' or dotted labels.
 _HOST_WORD = re.compile(r"(?<![\w.-])[A-Za-z][\w-]*(?:\.[A-Za-z0-9-]+)*(?![\w-])")
 _HOST_PLACEHOLDER = r"HOST_\d+"
+_IP_PLACEHOLDER = re.compile(r"(?<![\w.-])IP_\d+(?![\w-])")
 
 
 @dataclass(frozen=True)
@@ -277,6 +281,18 @@ def _strip_unknown_nodes(text: str, nodes: NodeNames, out: Outcome) -> str:
         return UNVERIFIED_NODE
 
     text = _HOST_WORD.sub(check, text)
+    allowed = {*known, *nodes.naming}
+    pieces: list[str] = []
+    pos = 0
+    found = [(m.group(0), *m.span()) for m in _IP_PLACEHOLDER.finditer(text)]
+    for word, start, end in sorted([*found, *shaped_names(text)], key=lambda f: f[1]):
+        if start < pos or word == UNVERIFIED_NODE or word in allowed or _said(word, nodes.seen):
+            continue
+        if word not in made_up:
+            made_up.append(word)
+        pieces += [text[pos:start], UNVERIFIED_NODE]
+        pos = end
+    text = "".join([*pieces, text[pos:]])
     for word in made_up:
         out.notes.append(f"removed node name {word!r} from the explanation: not a node of the "
                          "inventory, nor named in the question, the logs or a tool's output")

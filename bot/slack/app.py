@@ -16,7 +16,12 @@ from bot.slack.deps import Deps
 from bot.slack.listeners import register
 from bot.slack.nodes import make_runner, make_status_reader
 from bot.slack.ratelimit import Limits
-from bot.slack.redacting import RedactingWebClient, redacting_copy
+from bot.slack.redacting import (
+    RedactingAck,
+    RedactingRespond,
+    RedactingWebClient,
+    redacting_copy,
+)
 from bot.slack.store import Store
 from bot.troubleshooter import Troubleshooter
 
@@ -49,6 +54,11 @@ class RedactingApp(App):
         client = req.context.get("client")
         if isinstance(client, WebClient) and not isinstance(client, RedactingWebClient):
             req.context["client"] = redacting_copy(client)
+            client = req.context["client"]
+        req.context["ack"] = RedactingAck()  # the HTTP response Slack shows
+        if req.context.response_url and isinstance(client, WebClient):
+            req.context["respond"] = RedactingRespond(  # response_url: the other way out
+                response_url=req.context.response_url, proxy=client.proxy, ssl=client.ssl)
 
 
 def create_app(settings: Settings, client: WebClient | None = None, *, http: bool = False,

@@ -4,14 +4,18 @@ Answers quote log lines, tool results hold environment dumps, reports are attach
 files: any of them can carry a token or a password. `RedactingWebClient` is the app's
 WebClient; every Web API call that posts or updates something (messages, ephemeral
 messages, views, file uploads and their comments) goes through `strip_secrets` on the way
-out, whichever code built it. Host names stay (the people in the channel run those
-nodes); only the model sees placeholders for them.
+out, whichever code built it; so do bolt's `respond` (`RedactingRespond`, posting to a
+command's or button's response_url) and `ack` (`RedactingAck`, the body of the HTTP
+response to Slack, which a slash command shows). Host names stay (the people in the
+channel run those nodes); only the model sees placeholders for them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from slack_bolt.context.ack import Ack
+from slack_bolt.context.respond import Respond
 from slack_sdk import WebClient
 
 from bot.agent.redact_rules import strip_secrets
@@ -71,3 +75,24 @@ class RedactingWebClient(WebClient):
             if isinstance(kwargs.get(key), str):
                 kwargs[key] = strip_secrets(kwargs[key])
         return super().files_upload_v2(**kwargs)
+
+
+class RedactingRespond(Respond):
+    """bolt's `respond()` (a POST to the request's response_url), secrets stripped."""
+
+    def __call__(self, text: str | dict[str, Any] = "", blocks: Any = None,
+                 attachments: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(scrub(text), scrub(blocks), scrub(attachments), *args,
+                                **scrub(kwargs))
+
+
+class RedactingAck(Ack):
+    """bolt's `ack()`, whose text, blocks and view Slack shows: secrets stripped."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+
+    def __call__(self, text: str | dict[str, Any] = "", blocks: Any = None,
+                 attachments: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(scrub(text), scrub(blocks), scrub(attachments), *args,
+                                **scrub(kwargs))

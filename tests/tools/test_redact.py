@@ -45,7 +45,8 @@ def test_text_patterns() -> None:
     assert redact_text("Authorization: Bearer abcdefghijklmnop123") == (
         f"Authorization: Bearer {REDACTED}")
     assert redact_text("password=hunter2 next") == f"password={REDACTED} next"
-    assert redact_text('{"api_key": "abc"}') == f'{{"api_key": {REDACTED}}}'
+    # JSON stays JSON: the value is redacted, the string stays a string
+    assert redact_text('{"api_key": "abc"}') == f'{{"api_key": "{REDACTED}"}}'
     key = "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----"
     assert redact_text(key) == REDACTED
     plain = "NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth0 rank 3 timed out after 600000 ms"

@@ -12,6 +12,10 @@ from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.diagnostics import Diagnostics
 from bot.slack.lang import choose
+from tools.redact import redact_text
+
+#: What an answer id looks like (`Store.save_answer`: 16 hex digits).
+ANSWER_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def _where(body: dict[str, Any]) -> tuple[str, str, str | None]:
@@ -35,14 +39,26 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
                 return
             node, tool, preset = str(v["node"]), str(v.get("tool", "probe")), v.get("preset")
         except (ValueError, KeyError, TypeError, AttributeError):
-            deps.store.audit(user, channel, "?", "?", None, "invalid",
-                             f"malformed button: {str(action.get('value'))[:200]}")
-            ephemeral(client, channel, user, "That button is malformed; ask again.", respond)
+            malformed(client, user, channel, "?", action, respond)
             return
         diag.run(client, user, channel, thread_ts, node, tool, preset, respond)
 
-    def stored(answer_id: str, client: Any, user: str, channel: str) -> Answer | None:
-        """The answer a button belongs to; the person is told when it is gone."""
+    def malformed(client: Any, user: str, channel: str, button: str, action: dict[str, Any],
+                  respond: Any = None) -> None:
+        """A button whose value no answer of ours could have made: audited (the value
+        shortened, its secrets stripped) and the person told."""
+        value = redact_text(str(action.get("value"))[:200])
+        deps.store.audit(user, channel, "?", button, None, "invalid",
+                         f"malformed button: {value}")
+        ephemeral(client, channel, user, "That button is malformed; ask again.", respond)
+
+    def stored(answer_id: str, client: Any, user: str, channel: str,
+               action: dict[str, Any] | None = None, button: str = "") -> Answer | None:
+        """The answer a button belongs to; the person is told when it is gone (a value
+        that is no answer id at all is audited as malformed)."""
+        if not ANSWER_ID.fullmatch(answer_id):
+            malformed(client, user, channel, button, action or {"value": answer_id})
+            return None
         answer = deps.store.answer(answer_id)
         if answer is None:
             ephemeral(client, channel, user, "I no longer have that answer; ask again.")
@@ -54,7 +70,8 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
 
     def other(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
         user, channel, thread_ts = _where(body)
-        answer = stored(action.get("value", ""), client, user, channel)
+        answer = stored(str(action.get("value", "")), client, user, channel, action,
+                        "other_causes")
         if answer is None:
             return
         lang = choose(*deps.lang_prefs(user, channel), "")
@@ -63,7 +80,7 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
 
     def details(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
         user, channel, thread_ts = _where(body)
-        answer = stored(action.get("value", ""), client, user, channel)
+        answer = stored(str(action.get("value", "")), client, user, channel, action, "details")
         if answer is None:
             return
         r = message.details_message(answer, choose(*deps.lang_prefs(user, channel), ""))
@@ -82,10 +99,10 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
             v = json.loads(action.get("value") or "{}")
             answer_id = str(v["a"])
             lang: Lang = "zh" if v.get("lang") == "zh" else "en"
-        except (ValueError, KeyError, TypeError):
-            ephemeral(client, channel, user, "That button is malformed; ask again.")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            malformed(client, user, channel, "other_language", action)
             return
-        answer = stored(answer_id, client, user, channel)
+        answer = stored(answer_id, client, user, channel, action, "other_language")
         if answer is None:
             return
         post(client, channel, thread_ts, message.other_language_message(answer, lang))
