@@ -92,7 +92,7 @@ class ByteBudget:
 def _base(tp: TrainingProcess) -> RankSample:
     return RankSample(pid=tp.pid, rank=tp.rank, local_rank=tp.local_rank,
                       world_size=tp.world_size, job=tp.job, master=tp.master, uid=tp.uid,
-                      launcher=tp.launcher, cmdline=redact_text(tp.cmdline[:500]))
+                      launcher=tp.launcher, cmdline=redact_text(tp.cmdline)[:500])
 
 
 def _stacks(tp: TrainingProcess, p: HangParams,

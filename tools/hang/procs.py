@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from tools.redact import redact_argv
+
 #: At most this many processes are looked at (a node has 8-16 ranks).
 MAX_PROCESSES = 256
 #: The variables that mark a rank of a distributed job; and the ones kept from it.
@@ -112,8 +114,11 @@ def parse_status(text: str) -> Status:
 
 
 def _cmdline(pid: int, proc: Path) -> str:
+    """The command line with secrets redacted per argument (a flag's value goes whole, even
+    with spaces in it), before anything can shorten or print it."""
     raw = (proc / str(pid) / "cmdline").read_bytes()[:8192]
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+    argv = raw.decode(errors="replace").split("\0")
+    return " ".join(redact_argv(a for a in argv if a)).strip()
 
 
 def read_process(pid: int, proc: Path = Path("/proc")) -> TrainingProcess | None:
