@@ -132,9 +132,13 @@ def test_malformed_json_and_oversized_body(agent: Agent) -> None:
     huge = json.dumps({"topo_text": "x" * (2 * 2**20)}).encode()
     r = post(agent, "/v1/topo", raw=huge)
     assert r.status_code == 413 and "bytes" in r.json()["detail"]
-    # over the limit without a Content-Length (chunked) is refused too
-    r = httpx.post(agent.url + "/v1/topo", content=iter([b"x" * 2**20, b"x" * 2**20]))
+    # over the limit without a Content-Length (chunked) is refused too (signed: an
+    # unsigned request is refused before its body is read)
+    r = httpx.post(agent.url + "/v1/topo", content=iter([b"x" * 2**20, b"x" * 2**20]),
+                   headers=sign(agent, "/v1/topo", b"x" * 2**21))
     assert r.status_code == 413
+    r = httpx.post(agent.url + "/v1/topo", content=iter([b"x" * 2**20, b"x" * 2**20]))
+    assert r.status_code == 401
 
 
 def test_concurrent_probe_gets_409_with_holder(agent: Agent) -> None:

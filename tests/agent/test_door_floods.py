@@ -1,0 +1,141 @@
+"""Issue 31 part 6 on a real agent process: slow request heads and idle sockets do not
+starve signed requests, idle sockets are closed, refusals are counted and the audit log
+grows by a number of lines bounded by time, not by the flood."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.agent.conftest import SECRET, Agent, start_agent, stop_agent
+from tests.agent.flood import closed_by_peer, fd_limit, headers_only_flood, idle_sockets
+from tools.agent.auth import signed_headers
+from tools.agent.door import DETAIL_LINES, SUMMARY_PERIOD_S
+
+IDLE = 1100
+SLOW = 33
+FLOOD_S = 20.0
+
+
+def signed_env(agent: Agent, tries: int = 3) -> int:
+    """One signed /v1/env request (a new one per try); its status, or -1 if none came."""
+    for _ in range(tries):
+        body = json.dumps({"import_torch": False}).encode()
+        headers = signed_headers(SECRET.encode(), "POST", agent.target, "/v1/env", body,
+                                 "slack:U1")
+        try:
+            r = httpx.post(agent.url + "/v1/env", content=body, timeout=60,
+                           headers={**headers, "Content-Type": "application/json"})
+            return r.status_code
+        except httpx.TransportError:
+            time.sleep(1)
+    return -1
+
+
+def _lines(agent: Agent, start: int) -> list[dict]:
+    return [json.loads(x) for x in agent.audit_lines()[start:]]
+
+
+def test_slow_heads_and_idle_sockets_do_not_starve_signed_requests(tmp_path: Path) -> None:
+    if fd_limit() < IDLE + 3 * SLOW + 400:
+        pytest.skip(f"ulimit -n is {fd_limit()}; this test holds {IDLE} idle sockets")
+    agent = start_agent(tmp_path)
+    port = int(agent.url.rsplit(":", 1)[1])
+    try:
+        before = len(agent.audit_lines())
+        t0 = time.monotonic()
+        codes: list[int] = []
+        # 33 heads with fresh, well-formed (wrong) signature headers and no body, reopened
+        # after each 408; 33 unsigned ones (bounded in count); 1,100 sockets that say nothing
+        with idle_sockets(port, IDLE) as idle, \
+                headers_only_flood(port, SLOW, FLOOD_S, forged=True) as forged, \
+                headers_only_flood(port, SLOW, FLOOD_S, max_rounds=100) as unsigned:
+            assert len(idle) == IDLE
+            time.sleep(2)
+            for _ in range(4):
+                codes.append(signed_env(agent))
+                time.sleep(1)
+            closed = closed_by_peer(idle, wait=40)
+        assert codes == [200] * len(codes)
+        assert closed == IDLE  # the agent closed every idle socket
+        assert forged.statuses.get("408", 0) >= SLOW  # the slow heads ran, and were refused
+        assert unsigned.statuses.get("401", 0) >= SLOW
+
+        def counted() -> int:
+            """408s accounted for in the audit log: summaries' counts plus full lines."""
+            lines = _lines(agent, before)
+            return sum(x.get("counts", {}).get("408", 0) for x in lines) + sum(
+                1 for x in lines if x.get("status") == 408)
+
+        deadline = time.monotonic() + 4 * SUMMARY_PERIOD_S
+        while counted() < forged.statuses["408"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert counted() >= forged.statuses["408"]  # every refusal counted
+        elapsed = time.monotonic() - t0
+        lines = _lines(agent, before)
+        summaries = [x for x in lines if x.get("event") == "refusal_summary"]
+        assert summaries and summaries[0]["remote"] == "127.0.0.1"
+        assert "refused" in summaries[0]["message"]
+        # one source: at most DETAIL_LINES full lines plus one summary per period, plus
+        # one line per allowed request; the floods sent thousands of requests
+        bound = len(codes) + (elapsed / SUMMARY_PERIOD_S + 2) * (DETAIL_LINES + 1)
+        refused = forged.opened + unsigned.opened + IDLE
+        assert len(lines) <= bound < refused
+        assert sum(1 for x in lines if x.get("decision") == "allow") == len(codes)
+    finally:
+        stop_agent(agent)
+
+
+@pytest.mark.parametrize("protocol", ["h11", "httptools"])
+def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Path,
+                                                                    protocol: str) -> None:
+    """The deployed image has plain uvicorn (h11); a dev install may have httptools."""
+    import threading
+
+    import uvicorn
+
+    from tests.agent.conftest import LOOPBACK, free_port, wait_healthy
+    from tools.agent.app import create_app
+    from tools.agent.door import guarded_protocol
+
+    if protocol == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        base: type = H11Protocol
+    else:
+        httptools_impl = pytest.importorskip("uvicorn.protocols.http.httptools_impl")
+        base = httptools_impl.HttpToolsProtocol
+    app = create_app(secret=SECRET.encode(), audit_log=tmp_path / "audit.jsonl")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=port, log_level="error",
+                                           http=guarded_protocol(app.state.door, base)))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    agent = Agent("inproc", f"http://{LOOPBACK}:{port}", tmp_path / "audit.jsonl")
+    try:
+        wait_healthy(agent.url)
+        with idle_sockets(port, 100) as idle, \
+                headers_only_flood(port, 12, 10.0, forged=True, max_rounds=5) as slow:
+            time.sleep(1)
+            assert signed_env(agent) == 200
+            assert closed_by_peer(idle, wait=30) == len(idle) == 100
+        assert slow.statuses.get("408", 0) >= 12
+        # a head that never ends is cut off at the door's limit
+        import socket
+
+        with socket.create_connection((LOOPBACK, port), timeout=10) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            try:
+                for _ in range(100):
+                    s.sendall(b"X-Pad: " + b"a" * 4000 + b"\r\n")
+            except OSError:
+                pass
+            answer = s.recv(200)
+        assert answer.split(b" ")[1] in (b"431", b"400")
+    finally:
+        server.should_exit = True
+        thread.join(10)
