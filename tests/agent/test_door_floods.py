@@ -139,3 +139,37 @@ def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Pa
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_denied_signed_requests_are_audited_at_a_bounded_rate(inprocess_agent: Agent) -> None:
+    """Part 8: refusals after the signature checked out (403: may not force) and forged
+    signatures (401) are written in full up to the budget, then summarised with who."""
+    agent = inprocess_agent
+    body = json.dumps({"force": True}).encode()
+    before = len(agent.audit_lines())
+    n = 120
+    with httpx.Client(timeout=60) as client:
+        for i in range(n):
+            secret = SECRET if i % 2 else "not-the-secret-0123456789"
+            headers = signed_headers(secret.encode(), "POST", agent.target, "/v1/probe/check",
+                                     body, "slack:U1")
+            r = client.post(agent.url + "/v1/probe/check", content=body,
+                            headers={**headers, "Content-Type": "application/json"})
+            assert r.status_code == (403 if i % 2 else 401)
+    deadline = time.monotonic() + 4 * SUMMARY_PERIOD_S
+    while time.monotonic() < deadline:
+        lines = _lines(agent, before)
+        summaries = {x["remote"]: x for x in lines if x.get("event") == "refusal_summary"}
+        if len(summaries) == 2:
+            break
+        time.sleep(0.5)
+    assert len(lines) == 2 * (DETAIL_LINES + 1)
+    verified, forged = summaries["user slack:U1"], summaries["127.0.0.1"]
+    assert verified["counts"] == {"403": n // 2} and forged["counts"] == {"401": n // 2}
+    assert forged["claimed_users"] == ["slack:U1"] and "bad signature" in " ".join(
+        forged["reasons"])
+    full = [x for x in lines if "event" not in x]
+    assert {x["status"] for x in full} == {401, 403}
+    assert all(x["user"] == "slack:U1" for x in full if x["status"] == 403)
+    assert all(x["user"] is None and x["claimed_user"] == "slack:U1"
+               for x in full if x["status"] == 401)

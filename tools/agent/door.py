@@ -106,13 +106,15 @@ class RefusalLog:
         self._windows: dict[str, _Window] = {}
         self._lock = threading.Lock()
         self._timer: asyncio.TimerHandle | None = None
+        self._flushed = float("-inf")
         self.total = 0
 
     def record(self, key: str, code: str, reason: str, detail: dict[str, Any] | None = None,
                user: str | None = None) -> None:
         """Count one refusal; write `detail` as its own line while the key's budget lasts."""
-        self.flush()
         now = self.clock()
+        if now - self._flushed >= 1.0:
+            self.flush()
         with self._lock:
             self.total += 1
             window = self._windows.get(key)
@@ -138,7 +140,7 @@ class RefusalLog:
     def flush(self, force: bool = False) -> None:
         """Write the summary of every window older than the period (every one if `force`)
         that counted more than it wrote in full, and start those keys afresh."""
-        now = self.clock()
+        now = self._flushed = self.clock()
         with self._lock:
             due = [(k, w) for k, w in self._windows.items()
                    if force or now - w.start >= self.period_s]

@@ -42,6 +42,9 @@ class TooLargeError(Exception):
 
 #: A Host header: a name or address and an optional port, nothing else (no userinfo).
 _AUTHORITY = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$")
+#: Statuses by which the app refuses a verified request (not on call, busy, invalid, too
+#: many): audited through the rate-bounded refusal log like the Guard's own denials.
+REFUSALS = frozenset({401, 403, 409, 413, 422, 429})
 #: Longest value of one audit field.
 AUDIT_FIELD_MAX = 200
 
@@ -232,7 +235,7 @@ class Guard:
                        and len(v) > AUDIT_FIELD_MAX else v) for k, v in record.items()}
         line = {**bounded, "status": status["code"],
                 "duration_ms": round((time.monotonic() - start) * 1000, 1)}
-        if record.get("decision") == "allow" and status["code"] < 400:
+        if record.get("decision") == "allow" and status["code"] not in REFUSALS:
             self.audit.write(**line)
             return
         # refusals, before or after the signature check: who and what at a bounded rate
