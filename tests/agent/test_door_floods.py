@@ -94,6 +94,7 @@ def test_slow_heads_and_idle_sockets_do_not_starve_signed_requests(tmp_path: Pat
 def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Path,
                                                                     protocol: str) -> None:
     """The deployed image has plain uvicorn (h11); a dev install may have httptools."""
+    import socket
     import threading
 
     import uvicorn
@@ -116,6 +117,23 @@ def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Pa
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     agent = Agent("inproc", f"http://{LOOPBACK}:{port}", tmp_path / "audit.jsonl")
+    def trickle() -> float | None:
+        """A request head sent one header a second: seconds until the agent closed it."""
+        t0 = time.monotonic()
+        with socket.create_connection((LOOPBACK, port), timeout=5) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            for _ in range(40):
+                try:
+                    s.sendall(b"X-Slow: a\r\n")
+                    s.settimeout(1)
+                    if s.recv(1) == b"":
+                        return time.monotonic() - t0
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return time.monotonic() - t0
+        return None
+
     try:
         wait_healthy(agent.url)
         with idle_sockets(port, 100) as idle, \
@@ -124,9 +142,10 @@ def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Pa
             assert signed_env(agent) == 200
             assert closed_by_peer(idle, wait=30) == len(idle) == 100
         assert slow.statuses.get("408", 0) >= 12
+        # cut off at the head timeout (10 s), not at the idle one, nor never
+        took = trickle()
+        assert took is not None and took >= 8
         # a head that never ends is cut off at the door's limit
-        import socket
-
         with socket.create_connection((LOOPBACK, port), timeout=10) as s:
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
             try:

@@ -106,3 +106,14 @@ def test_connections_over_the_cap_evict_idle_then_unverified_never_verified() ->
     door.closed(c1)
     door.closed(c1)  # twice is harmless
     assert door.count == 5 and door.lookup(("a", 1)) is None
+
+
+def test_a_source_whose_last_connection_is_evicted_is_still_tracked() -> None:
+    closed: list[int] = []
+    door = Door(DoorLimits(conns_per_source=4, max_conns=1))
+    first = Conn(source="a", port=1, opened=0.0, close=lambda: closed.append(1))
+    assert door.open(first)
+    second = Conn(source="a", port=2, opened=1.0, close=lambda: closed.append(2))
+    assert door.open(second) and closed == [1]  # the global cap took a's only one
+    assert door.lookup(("a", 2)) is second and door.by_source["a"] == {id(second): second}
+    assert door.count == 1

@@ -32,7 +32,6 @@ import asyncio
 import resource
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,7 +193,7 @@ class Door:
         self.limits = limits or DoorLimits()
         self.refusals = refusals or RefusalLog(lambda **_: None)
         self.clock = clock
-        self.by_source: dict[str, OrderedDict[int, Conn]] = {}
+        self.by_source: dict[str, dict[int, Conn]] = {}
         self.by_peer: dict[tuple[str, int], Conn] = {}
         self.count = 0
         self.unverified: dict[str, int] = {}
@@ -204,7 +203,7 @@ class Door:
     def open(self, conn: Conn) -> bool:
         """Register `conn`; close others to make room. False: refuse it (nothing evictable)."""
         lim = self.limits
-        conns = self.by_source.setdefault(conn.source, OrderedDict())
+        conns = self.by_source.setdefault(conn.source, {})
         while sum(1 for c in conns.values() if not c.verified) >= lim.conns_per_source:
             if not self._evict(conn.source, f"over {lim.conns_per_source} connections from "
                                "this address"):
@@ -213,6 +212,8 @@ class Door:
             heaviest = max(self.by_source, key=lambda s: len(self.by_source[s]))
             if not self._evict(heaviest, f"server at {lim.max_conns} connections"):
                 break
+        # (evicting its last connection may have dropped the source's entry)
+        conns = self.by_source.setdefault(conn.source, {})
         if (sum(1 for c in conns.values() if not c.verified) >= lim.conns_per_source
                 or self.count >= lim.max_conns):
             self.refusals.record(conn.source, "conn_refused",
@@ -237,7 +238,7 @@ class Door:
             del self.by_peer[(conn.source, conn.port)]
 
     def _evict(self, source: str, why: str) -> bool:
-        conns: dict[int, Conn] = self.by_source.get(source) or {}
+        conns = self.by_source.get(source) or {}
         idle = [c for c in conns.values() if not c.busy]
         pending = [c for c in conns.values() if c.busy and not c.verified]
         victims = sorted(idle, key=lambda c: c.since) or sorted(pending, key=lambda c: c.since)
