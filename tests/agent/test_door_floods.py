@@ -4,17 +4,30 @@ grows by a number of lines bounded by time, not by the flood."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.agent.conftest import SECRET, Agent, start_agent, stop_agent
+from tests.agent.conftest import (
+    LOOPBACK,
+    SECRET,
+    Agent,
+    free_port,
+    start_agent,
+    stop_agent,
+    wait_healthy,
+)
 from tests.agent.flood import closed_by_peer, fd_limit, headers_only_flood, idle_sockets
 from tools.agent.auth import signed_headers
-from tools.agent.door import DETAIL_LINES, SUMMARY_PERIOD_S
+from tools.agent.door import DETAIL_LINES, SUMMARY_PERIOD_S, guarded_protocol
 
 IDLE = 1100
 SLOW = 33
@@ -90,26 +103,14 @@ def test_slow_heads_and_idle_sockets_do_not_starve_signed_requests(tmp_path: Pat
         stop_agent(agent)
 
 
-@pytest.mark.parametrize("protocol", ["h11", "httptools"])
-def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Path,
-                                                                    protocol: str) -> None:
-    """The deployed image has plain uvicorn (h11); a dev install may have httptools."""
-    import socket
-    import threading
-
+@contextlib.contextmanager
+def guarded_agent(tmp_path: Path, base: type | None = None) -> Iterator[tuple[Agent, Any]]:
+    """create_app under uvicorn in a thread behind the door's protocol (as server.py
+    serves it), on `base` (uvicorn's HTTP protocol class; default as uvicorn picks)."""
     import uvicorn
 
-    from tests.agent.conftest import LOOPBACK, free_port, wait_healthy
     from tools.agent.app import create_app
-    from tools.agent.door import guarded_protocol
 
-    if protocol == "h11":
-        from uvicorn.protocols.http.h11_impl import H11Protocol
-
-        base: type = H11Protocol
-    else:
-        httptools_impl = pytest.importorskip("uvicorn.protocols.http.httptools_impl")
-        base = httptools_impl.HttpToolsProtocol
     app = create_app(secret=SECRET.encode(), audit_log=tmp_path / "audit.jsonl")
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=port, log_level="error",
@@ -117,25 +118,45 @@ def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Pa
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     agent = Agent("inproc", f"http://{LOOPBACK}:{port}", tmp_path / "audit.jsonl")
-    def trickle() -> float | None:
-        """A request head sent one header a second: seconds until the agent closed it."""
-        t0 = time.monotonic()
-        with socket.create_connection((LOOPBACK, port), timeout=5) as s:
-            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
-            for _ in range(40):
-                try:
-                    s.sendall(b"X-Slow: a\r\n")
-                    s.settimeout(1)
-                    if s.recv(1) == b"":
-                        return time.monotonic() - t0
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return time.monotonic() - t0
-        return None
-
     try:
         wait_healthy(agent.url)
+        yield agent, app
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def trickle(port: int) -> float | None:
+    """A request head sent one header a second: seconds until the server closed it."""
+    t0 = time.monotonic()
+    with socket.create_connection((LOOPBACK, port), timeout=5) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(40):
+            try:
+                s.sendall(b"X-Slow: a\r\n")
+                s.settimeout(1)
+                if s.recv(1) == b"":
+                    return time.monotonic() - t0
+            except TimeoutError:
+                continue
+            except OSError:
+                return time.monotonic() - t0
+    return None
+
+
+@pytest.mark.parametrize("protocol", ["h11", "httptools"])
+def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Path,
+                                                                    protocol: str) -> None:
+    """The deployed image has plain uvicorn (h11); a dev install may have httptools."""
+    if protocol == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        base: type = H11Protocol
+    else:
+        httptools_impl = pytest.importorskip("uvicorn.protocols.http.httptools_impl")
+        base = httptools_impl.HttpToolsProtocol
+    with guarded_agent(tmp_path, base) as (agent, _):
+        port = int(agent.url.rsplit(":", 1)[1])
         with idle_sockets(port, 100) as idle, \
                 headers_only_flood(port, 12, 10.0, forged=True, max_rounds=5) as slow:
             time.sleep(1)
@@ -143,7 +164,7 @@ def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Pa
             assert closed_by_peer(idle, wait=30) == len(idle) == 100
         assert slow.statuses.get("408", 0) >= 12
         # cut off at the head timeout (10 s), not at the idle one, nor never
-        took = trickle()
+        took = trickle(port)
         assert took is not None and took >= 8
         # a head that never ends is cut off at the door's limit
         with socket.create_connection((LOOPBACK, port), timeout=10) as s:
@@ -155,9 +176,20 @@ def test_both_uvicorn_protocols_close_idle_sockets_and_serve_signed(tmp_path: Pa
                 pass
             answer = s.recv(200)
         assert answer.split(b" ")[1] in (b"431", b"400")
-    finally:
-        server.should_exit = True
-        thread.join(10)
+
+
+def test_malformed_heads_are_counted(tmp_path: Path) -> None:
+    """uvicorn's own 400 for a head it cannot parse is a refusal like the others."""
+    with guarded_agent(tmp_path) as (agent, app):
+        port = int(agent.url.rsplit(":", 1)[1])
+        for _ in range(3):
+            with socket.create_connection((LOOPBACK, port), timeout=10) as s:
+                s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                assert s.recv(200).split(b" ")[1] == b"400"
+        deadline = time.monotonic() + 10
+        while app.state.door.refusals.total < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert app.state.door.refusals.total == 3
 
 
 def test_denied_signed_requests_are_audited_at_a_bounded_rate(inprocess_agent: Agent) -> None:

@@ -364,8 +364,14 @@ def guarded_protocol(door: Door, base: type[asyncio.Protocol] | None = None) -> 
             conn = self._door_conn
             if conn is not None and not conn.busy:
                 self._door_bytes += len(data)
+            was_closing = self.transport.is_closing()
             super().data_received(data)
             self._door_sync()
+            if conn is not None and not conn.busy and not was_closing \
+                    and self.transport.is_closing():
+                # uvicorn answered 400 itself (a head it could not parse, or over h11's size)
+                door.refusals.record(conn.source, "400", "malformed request head")
+                return
             # still no complete head after this many bytes (one read is at most 256 KiB)
             if conn is not None and not conn.busy and self._door_bytes > lim.max_head_bytes \
                     and not self.transport.is_closing():
