@@ -22,6 +22,7 @@ from typing import Any
 from slack_bolt import App, BoltRequest
 
 from bot.errors import ConfigError
+from tools.agent.door import Door, DoorLimits, RefusalLog, guarded_protocol
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -50,8 +51,13 @@ class Health:
         return ok, state
 
 
+#: The door's limits for Slack's endpoint: idle sockets closed after 5 s, a request head
+#: within 10 s, 64 connections per address not serving a request whose body is in, a few
+#: slow bodies per address (10 s each) and then only bodies up to 256 KiB sent at once
+#: (Slack's events are small and sent at once). See tools/agent/door.py.
+LIMITS = DoorLimits(fast_max_body=256 * 1024)
 #: How long a client may take to send a request's body, in seconds.
-BODY_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = LIMITS.body_timeout_s
 _DIGITS = re.compile(r"^\d{1,12}$")
 
 
@@ -68,13 +74,14 @@ async def _reply(send: Any, status: int, body: bytes,
 
 
 async def _read_body(receive: Any, limit: int) -> bytes | None:
-    """The request body, or None when it grows past `limit` (the rest is not read)."""
+    """The request body, or None when it grows past `limit` (the rest is not read);
+    ConnectionError when the client goes away first."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return b"".join(chunks)
+            raise ConnectionError("client disconnected")
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -84,16 +91,34 @@ async def _read_body(receive: Any, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
+def refusal_log() -> RefusalLog:
+    """Refusals at the Slack door, as rate-bounded JSON lines in the log (warning)."""
+    def write(**fields: Any) -> None:
+        log.warning("slack door: %s", json.dumps(fields, default=str))
+
+    return RefusalLog(write, detail_lines=5)
+
+
 def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None = None,
-               max_body: int = MAX_BODY) -> Any:
+               max_body: int = MAX_BODY, door: Door | None = None) -> Any:
     """The ASGI application uvicorn serves: POST `path` goes to bolt (signature checked,
     503 until warmed up), GET /healthz and /livez. Malformed requests get a clean 4xx
     before anything else: a Content-Length that is not a number (or is too large) is
     refused before the body is read, a body that grows past `max_body` or takes longer
-    than `BODY_TIMEOUT_S` stops being read, a timestamp that is not a number and a JSON
-    body that does not parse are refused.
+    than its lane allows (`door.admit`) stops being read, a timestamp that is not a number
+    and a JSON body that does not parse are refused. Every refusal (and bolt's 401 for a
+    bad signature) is counted in `door.refusals`.
     `app=None` serves only the health routes (Socket Mode)."""
     state: Health = health or Health(ready=True)
+    gate = door or Door(LIMITS, refusal_log())
+
+    async def refuse(send: Any, remote: str, route: str, status: int, body: bytes,
+                     headers: dict[str, str | Sequence[str]] | None = None) -> None:
+        gate.refusals.record(remote, str(status), body.decode("utf-8", "replace"),
+                             detail={"event": "refused", "remote": remote, "path": route[:200],
+                                     "status": status,
+                                     "reason": body.decode("utf-8", "replace")})
+        await _reply(send, status, body, {"connection": "close", **(headers or {})})
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -118,30 +143,46 @@ def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None =
         if method != "POST" or app is None or route != path:
             await _reply(send, 404, b"not found")
             return
+        remote = str((scope.get("client") or ("?", 0))[0])
         length = headers.get("content-length")
         if length is not None and not _DIGITS.match(length.strip()):
-            await _reply(send, 400, b"bad Content-Length")
+            await refuse(send, remote, route, 400, b"bad Content-Length")
             return
         if length is not None and int(length) > max_body:
-            await _reply(send, 413, b"too large")
+            await refuse(send, remote, route, 413, b"too large")
             return
         stamp = headers.get("x-slack-request-timestamp")
         if stamp is not None and not _DIGITS.match(stamp.strip()):
-            await _reply(send, 400, b"bad X-Slack-Request-Timestamp")
+            await refuse(send, remote, route, 400, b"bad X-Slack-Request-Timestamp")
+            return
+        size = int(length) if length is not None else (
+            None if "transfer-encoding" in headers else 0)
+        lane = gate.admit(remote, size)
+        if lane is None:
+            await refuse(send, remote, route, 429, b"too many slow requests from this address",
+                         {"retry-after": "1"})
             return
         try:
-            body = await asyncio.wait_for(_read_body(receive, max_body), BODY_TIMEOUT_S)
+            body = await asyncio.wait_for(_read_body(receive, max_body), gate.timeout(lane))
         except TimeoutError:
-            await _reply(send, 408, b"request body too slow")
+            await refuse(send, remote, route, 408, b"request body too slow")
             return
+        except ConnectionError:
+            gate.refusals.record(remote, "disconnected", "client went away before its body")
+            return
+        finally:
+            gate.release(remote, lane)
         if body is None:
-            await _reply(send, 413, b"too large")
+            await refuse(send, remote, route, 413, b"too large")
             return
+        conn = gate.lookup(scope.get("client"))
+        if conn is not None:  # its body is in: bolt answers it at once, keep it
+            conn.verified = True
         if headers.get("content-type", "").startswith("application/json"):
             try:
                 json.loads(body)
             except ValueError:
-                await _reply(send, 400, b"the body is not JSON")
+                await refuse(send, remote, route, 400, b"the body is not JSON")
                 return
         if not state.ready.is_set():  # Slack retries the event once we are up
             await _reply(send, 503, b"warming up", {"retry-after": "30"})
@@ -155,22 +196,31 @@ def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None =
             log.exception("a request could not be handled")
             await _reply(send, 400, b"bad request")
             return
+        if resp.status == 401:  # bolt's answer to a missing, stale or wrong signature
+            gate.refusals.record(remote, "401", "Slack signature check failed",
+                                 detail={"event": "refused", "remote": remote,
+                                         "path": route[:200], "status": 401,
+                                         "reason": "Slack signature check failed"})
         await _reply(send, resp.status, resp.body.encode("utf-8"), dict(resp.headers))
 
     return asgi
 
 
 class HttpServer:
-    """uvicorn serving `slack_asgi` in a thread (timeouts and a connection cap set)."""
+    """uvicorn serving `slack_asgi` in a thread behind a `Door`: idle sockets closed, a
+    per-address cap on them, a lane for requests sent at once (no uvicorn-wide
+    limit_concurrency: idle sockets would lock everyone out with a 503)."""
 
     def __init__(self, app: App | None, host: str, port: int, health: Health | None = None,
-                 path: str = EVENTS_PATH) -> None:
+                 path: str = EVENTS_PATH, limits: DoorLimits = LIMITS) -> None:
         import uvicorn
 
-        config = uvicorn.Config(slack_asgi(app, path, health), host=host, port=port,
-                                log_level="warning", lifespan="off", access_log=False,
-                                timeout_keep_alive=5, limit_concurrency=256,
-                                h11_max_incomplete_event_size=64 * 1024)
+        self.door = Door(limits, refusal_log())
+        config = uvicorn.Config(slack_asgi(app, path, health, door=self.door), host=host,
+                                port=port, log_level="warning", lifespan="off",
+                                access_log=False, http=guarded_protocol(self.door),
+                                timeout_keep_alive=int(limits.idle_timeout_s),
+                                h11_max_incomplete_event_size=limits.max_head_bytes)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="ncclbot-http",
                                        daemon=True)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.agent.conftest import SECRET, Agent
+from tests.agent.conftest import SECRET, Agent, start_agent, stop_agent
 from tools.agent.auth import signed_headers
 
 PROBE = {"backend": "gloo", "nproc": 2, "min_bytes": 1024, "max_bytes": 1024, "iters": 1,
@@ -132,9 +133,13 @@ def test_malformed_json_and_oversized_body(agent: Agent) -> None:
     huge = json.dumps({"topo_text": "x" * (2 * 2**20)}).encode()
     r = post(agent, "/v1/topo", raw=huge)
     assert r.status_code == 413 and "bytes" in r.json()["detail"]
-    # over the limit without a Content-Length (chunked) is refused too
-    r = httpx.post(agent.url + "/v1/topo", content=iter([b"x" * 2**20, b"x" * 2**20]))
+    # over the limit without a Content-Length (chunked) is refused too (signed: an
+    # unsigned request is refused before its body is read)
+    r = httpx.post(agent.url + "/v1/topo", content=iter([b"x" * 2**20, b"x" * 2**20]),
+                   headers=sign(agent, "/v1/topo", b"x" * 2**21))
     assert r.status_code == 413
+    r = httpx.post(agent.url + "/v1/topo", content=iter([b"x" * 2**20, b"x" * 2**20]))
+    assert r.status_code == 401
 
 
 def test_concurrent_probe_gets_409_with_holder(agent: Agent) -> None:
@@ -154,7 +159,17 @@ def test_concurrent_probe_gets_409_with_holder(agent: Agent) -> None:
     assert first["r"].status_code == 200 and first["r"].json()["status"] == "success"
 
 
-def test_every_request_leaves_one_audit_line(agent: Agent) -> None:
+def test_every_request_leaves_one_audit_line(tmp_path: Path) -> None:
+    # a fresh agent: past 20 refusals per address and 10 s (this module makes many) the
+    # rest are summarised (test_door_floods.py), not written one by one
+    agent = start_agent(tmp_path)
+    try:
+        _every_request_leaves_one_audit_line(agent)
+    finally:
+        stop_agent(agent)
+
+
+def _every_request_leaves_one_audit_line(agent: Agent) -> None:
     before = len(agent.audit_lines())
     httpx.get(agent.url + "/health")
     post(agent, "/v1/env", {"import_torch": False})

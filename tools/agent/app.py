@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 
 from tools.agent.audit import AuditLog
 from tools.agent.auth import NonceCache, load_secret
+from tools.agent.door import Door, RefusalLog
 from tools.agent.gpu import gpu_processes as nvml_gpu_processes
 from tools.agent.guard import Guard, TargetCheck
 from tools.agent.locks import NodeBusyError, ProbeLock
@@ -257,7 +258,10 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         finally:
             lock.release()
 
+    # the connection layer (server.py's protocol) and the Guard share one door
+    door = Door(refusals=RefusalLog(audit.write))
     app.add_middleware(Guard, secret=secret, audit=audit, nonces=NonceCache(),
-                       max_body=max_body, targets=targets, started=time.time())
+                       max_body=max_body, targets=targets, started=time.time(), door=door)
     app.state.audit = audit
+    app.state.door = door
     return app

@@ -126,6 +126,22 @@ def verify(secret: bytes, method: str, target: str, path: str, headers: Mapping[
     """Check one request; `headers` keys lower case, `target` its Host header. AuthError
     says what is wrong. `not_before`: refuse timestamps older than this (the agent's start
     minus START_SKEW_S). Whether `target` names this agent is the caller's check."""
+    ts, nonce, user, sig = precheck(headers, now, max_skew_s, not_before)
+    expected = sign(secret, method, target, path, ts, nonce, user, body)
+    if not hmac.compare_digest(expected, sig):
+        raise AuthError("bad signature (is the shared secret the same on bot and agent, and "
+                        "was the request signed for this node?)")
+    nonces.add(nonce)
+    return Verified(user=user, timestamp=int(ts), nonce=nonce)
+
+
+def precheck(headers: Mapping[str, str], now: float | None = None,
+             max_skew_s: int = MAX_SKEW_S, not_before: float | None = None
+             ) -> tuple[str, str, str, str]:
+    """Everything `verify` checks that needs neither the secret nor the body: the four
+    headers present and well formed, the timestamp fresh. AuthError says what is wrong;
+    otherwise (timestamp, nonce, user, signature). The agent runs this before it reads a
+    body, so an unsigned or stale request costs no body read."""
     ts, nonce = headers.get(H_TIMESTAMP), headers.get(H_NONCE)
     user, sig = headers.get(H_USER), headers.get(H_SIGNATURE)
     if not (ts and nonce and user and sig):
@@ -140,10 +156,6 @@ def verify(secret: bytes, method: str, target: str, path: str, headers: Mapping[
     if not sig.startswith(SIG_PREFIX):
         raise AuthError(f"unsupported signature scheme (expected {SIG_PREFIX}...; the bot and "
                         "the agent must run the same ncclbot version)")
-    expected = sign(secret, method, target, path, ts, nonce, user, body)
-    if not hmac.compare_digest(expected, sig):
-        raise AuthError("bad signature (is the shared secret the same on bot and agent, and "
-                        "was the request signed for this node?)")
     clock = time.time() if now is None else now
     skew = abs(clock - int(ts))
     if skew > max_skew_s:
@@ -152,8 +164,7 @@ def verify(secret: bytes, method: str, target: str, path: str, headers: Mapping[
     if not_before is not None and int(ts) < not_before:
         raise AuthError("stale request: signed before this agent started (a replay across a "
                         "restart?); send a new request")
-    nonces.add(nonce)
-    return Verified(user=user, timestamp=int(ts), nonce=nonce)
+    return ts, nonce, user, sig
 
 
 MIN_SECRET_BYTES = 16

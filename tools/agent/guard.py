@@ -1,8 +1,12 @@
 """ASGI middleware in front of every endpoint: body size limit, signature check, audit line.
 
-It reads the (bounded) body itself, verifies the HMAC (which covers the Host the client
-addressed) before any parsing, checks that Host names this agent, replays the body to
-the app, and writes exactly one audit line per request, allowed or not.
+It refuses a request whose signature headers are missing, malformed or stale before
+reading its body; reads the (bounded) body itself within its lane's time (`Door.admit`:
+a few slow requests per address, then only small bodies sent at once); verifies the HMAC
+(which covers the Host the client addressed) before any parsing, checks that Host names
+this agent, and replays the body to the app. Every allowed request gets one audit line;
+every refusal is counted, and written in full at a bounded rate per address or user,
+with a summary line for the rest (`RefusalLog`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from urllib.parse import urlsplit
 from starlette.responses import JSONResponse
 
 from tools.agent.audit import AuditLog
-from tools.agent.auth import START_SKEW_S, AuthError, NonceCache, verify
+from tools.agent.auth import START_SKEW_S, AuthError, NonceCache, precheck, verify
+from tools.agent.door import Door, RefusalLog
 from tools.netaddr import is_loopback_ip
 
 Scope = MutableMapping[str, Any]
@@ -37,11 +42,9 @@ class TooLargeError(Exception):
 
 #: A Host header: a name or address and an optional port, nothing else (no userinfo).
 _AUTHORITY = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$")
-#: Seconds a client may take to send a request's body.
-BODY_TIMEOUT_S = 10.0
-#: Requests whose signature is not checked yet (reading or verifying) at any one time;
-#: past that, more get a 503 (audited) instead of crowding out signed ones.
-MAX_UNVERIFIED = 32
+#: Statuses by which the app refuses a verified request (not on call, busy, invalid, too
+#: many): audited through the rate-bounded refusal log like the Guard's own denials.
+REFUSALS = frozenset({401, 403, 409, 413, 422, 429})
 #: Longest value of one audit field.
 AUDIT_FIELD_MAX = 200
 
@@ -89,14 +92,17 @@ class TargetCheck:
 
 
 class Guard:
+    """Bounds, verifies and audits every request (see the module docstring); `door` is the
+    connection layer's state (`tools.agent.door`), shared with the server's protocol."""
+
     def __init__(self, app: ASGIApp, *, secret: bytes, audit: AuditLog, nonces: NonceCache,
                  max_body: int, targets: TargetCheck | None = None,
-                 started: float | None = None) -> None:
+                 started: float | None = None, door: Door | None = None) -> None:
         self.app, self.secret, self.audit = app, secret, audit
         self.nonces, self.max_body = nonces, max_body
         self.targets = targets or TargetCheck()
         self.not_before = (time.time() if started is None else started) - START_SKEW_S
-        self.unverified = 0
+        self.door = door or Door(refusals=RefusalLog(audit.write))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -107,17 +113,18 @@ class Guard:
                    for k, v in scope.get("headers", [])}
         method, path = scope["method"], scope["path"]
         query = scope.get("query_string", b"").decode("latin-1")
+        remote = str((scope.get("client") or ("?", 0))[0])
         # until the signature is checked, the user is only what the request claims
         record: dict[str, Any] = {
             "method": method, "path": path, "user": None,
-            "claimed_user": headers.get("x-ncclbot-user"),
-            "remote": (scope.get("client") or ("?", 0))[0]}
+            "claimed_user": headers.get("x-ncclbot-user"), "remote": remote}
         status = {"code": 0}
         audited = {"done": False}
 
         def finish() -> None:
-            """Write the request's one audit line (before its last byte goes out, so a
-            client that has the answer also finds the line)."""
+            """Account for the request once: one audit line when it was allowed (before its
+            last byte goes out, so a client that has the answer also finds the line); a
+            refusal through the rate-bounded refusal log."""
             if not audited["done"]:
                 audited["done"] = True
                 record.update(scope.get("state", {}).get("ncclbot_audit", {}))
@@ -130,27 +137,45 @@ class Guard:
                 finish()
             await send(message)
 
-        if self.unverified >= MAX_UNVERIFIED:
-            await self._deny(scope, receive, send_wrapper, 503,
-                             "too many unauthenticated requests in flight", record)
+        async def deny(code: int, reason: str) -> None:
+            await self._deny(scope, receive, send_wrapper, code, reason, record)
             finish()
+
+        public = method == "GET" and path in PUBLIC_PATHS
+        if not public:
+            try:  # no body is read for a request that cannot be signed
+                precheck(headers, not_before=self.not_before)
+            except AuthError as exc:
+                await deny(401, str(exc))
+                return
+        length_text = headers.get("content-length", "").strip()
+        length = int(length_text) if length_text.isdigit() and len(length_text) < 19 else None
+        if length is None and not length_text and "transfer-encoding" not in headers:
+            length = 0  # HTTP/1.1: neither header, no body (a GET)
+        if length is not None and length > self.max_body:
+            await deny(413, f"request body over {self.max_body} bytes")
             return
-        self.unverified += 1
+        lane = self.door.admit(remote, length)
+        if lane is None:
+            await deny(429, "too many unverified requests from this address; retry later")
+            return
         try:
-            body = await asyncio.wait_for(self._read_body(headers, receive), BODY_TIMEOUT_S)
+            body = await asyncio.wait_for(self._read_body(headers, receive),
+                                          self.door.timeout(lane))
         except TooLargeError:
-            await self._deny(scope, receive, send_wrapper, 413,
-                             f"request body over {self.max_body} bytes", record)
-            finish()
+            await deny(413, f"request body over {self.max_body} bytes")
             return
         except TimeoutError:
-            await self._deny(scope, receive, send_wrapper, 408,
-                             f"request body not sent within {BODY_TIMEOUT_S:g} s", record)
+            await deny(408, f"request body not sent within {self.door.timeout(lane):g} s "
+                       f"({lane} lane)")
+            return
+        except ConnectionError:
+            record.update(decision="deny", reason="client went away before sending its body")
             finish()
             return
         finally:
-            self.unverified -= 1
-        if not (method == "GET" and path in PUBLIC_PATHS):
+            self.door.release(remote, lane)
+        if not public:
             try:
                 signed_path = f"{path}?{query}" if query else path
                 target = headers.get("host", "")
@@ -163,9 +188,11 @@ class Guard:
                 record["user"] = v.user
                 record.pop("claimed_user", None)
             except AuthError as exc:
-                await self._deny(scope, receive, send_wrapper, 401, str(exc), record)
-                finish()
+                await deny(401, str(exc))
                 return
+            conn = self.door.lookup(scope.get("client"))
+            if conn is not None:
+                conn.verified = True
         record["decision"] = "allow"
         state = scope.setdefault("state", {})
         state["ncclbot_user"] = record["user"]
@@ -183,14 +210,11 @@ class Guard:
             finish()
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes:
-        length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.max_body:
-            raise TooLargeError
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
-                break
+                raise ConnectionError("client disconnected")
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
@@ -202,10 +226,21 @@ class Guard:
     async def _deny(self, scope: Scope, receive: Receive, send: Send, code: int, reason: str,
                     record: dict[str, Any]) -> None:
         record.update(decision="deny", reason=reason)
-        await JSONResponse({"detail": reason}, status_code=code)(scope, receive, send)
+        # the body may not have been read: the connection cannot carry another request
+        await JSONResponse({"detail": reason}, status_code=code,
+                           headers={"connection": "close"})(scope, receive, send)
 
     def _audit(self, record: dict[str, Any], status: dict[str, int], start: float) -> None:
         bounded = {k: (v[:AUDIT_FIELD_MAX] + "…" if isinstance(v, str)
                        and len(v) > AUDIT_FIELD_MAX else v) for k, v in record.items()}
-        self.audit.write(**bounded, status=status["code"],
-                         duration_ms=round((time.monotonic() - start) * 1000, 1))
+        line = {**bounded, "status": status["code"],
+                "duration_ms": round((time.monotonic() - start) * 1000, 1)}
+        if record.get("decision") == "allow" and status["code"] not in REFUSALS:
+            self.audit.write(**line)
+            return
+        # refusals, before or after the signature check: who and what at a bounded rate
+        user = record.get("user")
+        key = f"user {user}" if user else str(record.get("remote"))
+        self.door.refusals.record(key, str(status["code"] or "disconnected"),
+                                  str(record.get("reason") or record.get("outcome") or ""),
+                                  detail=line, user=user or record.get("claimed_user"))

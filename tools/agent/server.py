@@ -40,6 +40,7 @@ def serve(settings: Any, host: str, port: int, audit_log: Path | None = None,
     import uvicorn
 
     from tools.agent.app import create_app
+    from tools.agent.door import guarded_protocol
 
     check_user(allow_root)
     tls = tls_options(getattr(settings, "agent_tls_cert", None),
@@ -50,7 +51,12 @@ def serve(settings: Any, host: str, port: int, audit_log: Path | None = None,
                          names=names)
     except ValueError as exc:
         raise StartError(str(exc)) from exc
+    door = app.state.door
+    # idle or slow sockets must not crowd out signed requests: no uvicorn-wide
+    # limit_concurrency (its 503s come before any audit and lock everyone out); the door's
+    # protocol closes idle sockets and caps them per address, the Guard bounds unverified
+    # requests and keeps a lane for signed ones (tools/agent/door.py)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                # idle or slow sockets must not crowd out signed requests: the cap on
-                # connections is high, and the guard bounds unauthenticated work itself
-                timeout_keep_alive=5, limit_concurrency=1024, server_header=False, **tls)
+                http=guarded_protocol(door), timeout_keep_alive=int(door.limits.idle_timeout_s),
+                h11_max_incomplete_event_size=door.limits.max_head_bytes,
+                server_header=False, **tls)
