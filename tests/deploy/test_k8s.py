@@ -315,14 +315,16 @@ def test_variant_builds_and_validates(variant: str, tmp_path: Path) -> None:
 
 def without_hang_access(agent: dict[str, Any]) -> dict[str, Any]:
     """The agent of the agent-hang variant with exactly what the variant grants taken away
-    (root, SYS_PTRACE, hostPID, --allow-root); anything else it loosened still fails."""
+    (root, SYS_PTRACE, hostPID, --allow-root, and the dump reader's SYS_CHROOT, SETUID and
+    SETGID to take the rank's credentials); anything else it loosened still fails."""
     doc = copy.deepcopy(agent)
     spec = pod_spec(doc)
     assert spec.pop("hostPID") is True
     (c,) = spec["containers"]
     sc = c["securityContext"]
     assert (sc.pop("runAsUser"), sc.pop("runAsNonRoot")) == (0, False)
-    sc["capabilities"]["add"].remove("SYS_PTRACE")
+    for cap in ("SYS_PTRACE", "SYS_CHROOT", "SETUID", "SETGID"):
+        sc["capabilities"]["add"].remove(cap)
     assert c["args"][-1] == "--allow-root"
     return doc
 
