@@ -133,12 +133,22 @@ def similar_incidents(diagnosis: Diagnosis) -> list[SimilarIncident]:
     boilerplate lines with the log is not shown."""
     top = {rc.category for i, rc in enumerate(diagnosis.root_causes[:3])
            if i == 0 or rc.certainty != "weak"}
-    return [
+    own = [
+        SimilarIncident(source=loc.url, title=loc.title, category=loc.category,
+                        resolution=loc.resolution, score=round(min(1.0, n.score), 2),
+                        local=True, seen_in=loc.channel_name or loc.channel,
+                        date=loc.date.isoformat(), resolved_by=loc.confirmed_by.who,
+                        link=loc.link, id=loc.id)
+        for n in diagnosis.neighbours
+        if (loc := n.doc.local) is not None and n.score >= SIMILAR_FLOOR
+        and {loc.category, *loc.secondary} & top
+    ]
+    return [*own, *[
         SimilarIncident(source=inc.url, title=inc.title, category=inc.category,
                         resolution=inc.resolution, score=round(min(1.0, n.score), 2))
         for n in diagnosis.neighbours
         if (inc := n.incident) is not None and n.score >= SIMILAR_FLOOR and inc.accepted & top
-    ][:SIMILAR_MAX]
+    ]][:SIMILAR_MAX]
 
 
 def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card], verdict: str) -> str:

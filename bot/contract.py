@@ -101,6 +101,13 @@ class SimilarIncident(_Model):
     category: str
     resolution: str = Field(description="what fixed it")
     score: float = Field(ge=0, le=1)
+    #: one of the team's own resolved incidents (listed before the corpus's)
+    local: bool = False
+    seen_in: str | None = Field(default=None, description="the Slack channel it was resolved in")
+    date: str | None = None
+    resolved_by: str | None = None
+    link: str | None = Field(default=None, description="the PR, runbook or ticket given")
+    id: str | None = None
 
 
 class RetrievalHit(_Model):

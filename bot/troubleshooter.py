@@ -192,7 +192,13 @@ class Troubleshooter:
     # -- analysis -------------------------------------------------------------------------
 
     def key_of(self, question: Question) -> str:
-        return question.logs_key or logs_fingerprint(question.logs)
+        """The logs' key, and the local memory's version: an incident stored or forgotten
+        since (by any replica) makes the next answer a new analysis."""
+        from bot.memory.runtime import version
+
+        key = question.logs_key or logs_fingerprint(question.logs)
+        v = version(self.settings) if question.logs else None
+        return key if v is None else f"{key}:m{v}"
 
     def has_analysis(self, question: Question) -> bool:
         """Whether the question's logs are analysed already (no wait for an analysis)."""

@@ -23,7 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
-from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
+from bot.diagnosis.nearest import (
+    Neighbour,
+    NeighbourIndex,
+    VoteParams,
+    category_votes,
+    local_votes,
+    split_local,
+)
 from bot.diagnosis.rules import TIMEOUT_CATEGORIES, Signal, signals
 from bot.knowledge.cards import Card
 from bot.logs.crossrank import CrossRank, Suspect, analyze_ranks
@@ -140,7 +147,7 @@ def cards_on_lines(report: LogReport, lines: Sequence[Evidence]) -> set[str]:
 
 
 def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] = (),
-             incidents: IncidentIndex | None = None, fusion: Fusion | None = None,
+             incidents: NeighbourIndex | None = None, fusion: Fusion | None = None,
              neighbours: Sequence[Neighbour] | None = None) -> Diagnosis:
     """Rank root causes. `incidents` adds the nearest-incident channel; `neighbours`, when
     given, are used instead of querying it (the benchmark reuses one query across settings)."""
@@ -182,10 +189,18 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
         neighbours = (incidents.nearest(report.salient.lines(), k=max(fusion.votes.k, FILL_K))
                       if incidents is not None else [])
     neighbours = list(neighbours)
-    if neighbours:
-        for category, share in category_votes(neighbours, fusion.votes).items():
+    own, public = split_local(neighbours)  # the team's own incidents have their own vote
+    for category, strength in local_votes(own).items():
+        parts[category].append(strength)
+        voter = next(n for n in own if category in n.doc.accepted)
+        why[category].append(f"seen before by this team: {voter.doc.id} (similarity "
+                             f"{voter.score:.2f})")
+        if incidents is not None:
+            evidence[category].extend(_shared_lines(report, voter, incidents))
+    if public:
+        for category, share in category_votes(public, fusion.votes).items():
             parts[category].append(fusion.weight * share)
-            voters = [n for n in neighbours[: fusion.votes.k] if category in n.doc.accepted]
+            voters = [n for n in public[: fusion.votes.k] if category in n.doc.accepted]
             if voters:
                 why[category].append(_resembles(voters))
                 if incidents is not None:
@@ -265,7 +280,7 @@ def _resembles(voters: Sequence[Neighbour]) -> str:
     return "; ".join(parts)
 
 
-def _shared_lines(report: LogReport, neighbour: Neighbour, index: IncidentIndex,
+def _shared_lines(report: LogReport, neighbour: Neighbour, index: NeighbourIndex,
                   limit: int = 2) -> list[Evidence]:
     """The log's failure lines that have the most in common with a neighbouring incident (not
     the set-up lines: they say which transport was used, not what went wrong)."""
