@@ -40,6 +40,7 @@ REGISTRARS = (
     "bot.cli.node_cmds",  # node topo|env|probe|xid [--node], nodes
     "bot.cli.agent_cmds",  # serve agent
     "bot.cli.slack_cmds",  # serve slack, feedback report
+    "bot.cli.memory_cmds",  # incidents add|list|show|forget|export|import
 )
 
 ConfigOpt = Annotated[
