@@ -73,6 +73,7 @@ class RootCauseOut(_Model):
     title: Titles = Field(default_factory=dict, description="the card's title")
     why: list[str] = Field(default_factory=list)
     remediation: PerLanguage = Field(default_factory=dict, description="the card's steps")
+    local: str | None = Field(default=None, description="the team's own incident it rests on")
 
 
 class SuspectOut(_Model):

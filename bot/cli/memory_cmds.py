@@ -19,26 +19,6 @@ if TYPE_CHECKING:
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-#: What is read of a log for an incident (its salient lines are kept, bounded).
-MAX_LOG_READ = 256 * 2**20
-
-
-def read_lines(path: str) -> list[str]:
-    """The text lines of a log (plain, .gz, .zip, a folder), within MAX_LOG_READ bytes."""
-    from bot.logs.sources import Limits, expand_inputs, read_chunks
-
-    sources = expand_inputs([path])
-    limits = Limits(MAX_LOG_READ)
-    data = bytearray()
-    for src in sources:
-        for chunk in read_chunks(src, limits):
-            data += chunk
-            if len(data) > MAX_LOG_READ:
-                break
-        data += b"\n"
-    return data.decode("utf-8", errors="replace").splitlines()
-
-
 def check_link(url: str | None, what: str) -> str | None:
     """An http(s) link, or an InputError in one line."""
     if not url:
@@ -118,6 +98,7 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
     ) -> None:
         """Record a resolved incident of this team (redacted and bounded)."""
         from bot.cli.main import settings_from
+        from bot.memory.capture import read_lines, versions_of
         from bot.memory.model import capture
 
         settings = settings_from(config)
@@ -125,8 +106,8 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
         url = check_link(source, "--source")
         if not Path(log).exists():
             raise InputError(f"--log {log}: no such file")
-        lines = read_lines(log)
-        versions = _versions(lines)
+        lines = read_lines([log])
+        versions = versions_of(lines)
         try:
             inc = capture(log_lines=lines, category=category, card=card, resolution=fix,
                           who=getpass.getuser(), role="cli",
@@ -248,15 +229,3 @@ def one_line(exc: Exception) -> str:
                          for e in exc.errors())[:300]
     first = str(exc).strip().splitlines()
     return first[0] if first else type(exc).__name__
-
-
-def _versions(lines: list[str]) -> dict[str, str]:
-    """The versions the log states (NCCL, torch, CUDA), as the analyzer reads them."""
-    from bot.logs.sources import text_source
-    from bot.service import analyze_sources
-
-    try:
-        report, _ = analyze_sources([text_source("log", "\n".join(lines))])
-    except Exception:  # noqa: BLE001 - versions are a nicety
-        return {}
-    return dict(report.versions)

@@ -21,6 +21,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
 from bot.diagnosis.nearest import (
@@ -36,6 +37,9 @@ from bot.knowledge.cards import Card
 from bot.logs.crossrank import CrossRank, Suspect, analyze_ranks
 from bot.logs.model import Evidence, LogReport
 from bot.logs.salient import ERRORISH
+
+if TYPE_CHECKING:
+    from bot.memory.model import LocalIncident
 
 UNKNOWN_BELOW = DIAGNOSED_FROM
 SHOW_AT_LEAST = 0.05
@@ -78,6 +82,9 @@ class RootCause:
     score: float
     evidence: list[Evidence] = field(default_factory=list)
     why: list[str] = field(default_factory=list)
+    #: the team's own resolved incident this cause rests on, when it is the strongest part
+    #: of the evidence (its card, if it named one, is the cause's card)
+    local: LocalIncident | None = None
 
     @property
     def certainty(self) -> str:
@@ -190,9 +197,11 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
                       if incidents is not None else [])
     neighbours = list(neighbours)
     own, public = split_local(neighbours)  # the team's own incidents have their own vote
+    local_led: dict[str, tuple[float, Neighbour]] = {}
     for category, strength in local_votes(own).items():
         parts[category].append(strength)
         voter = next(n for n in own if category in n.doc.accepted)
+        local_led[category] = (strength, voter)
         why[category].append(f"seen before by this team: {voter.doc.id} (similarity "
                              f"{voter.score:.2f})")
         if incidents is not None:
@@ -224,6 +233,14 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     if has_evidence and len(shown) < MIN_CANDIDATES:
         shown += _fill(ranked, neighbours, {c for c, _ in shown}, why)
     for category, score in shown:
+        lead = local_led.get(category)
+        team = lead[1].doc.local if lead and lead[0] >= max(parts[category]) else None
+        if team is not None:  # the team's resolution, with its card (or none: something new)
+            chosen_card = by_id.get(team.card or "")
+            causes.append(_cause(category, chosen_card, score, total, report,
+                                 evidence[category], why[category]))
+            causes[-1].local = team
+            continue
         card = pick_card(category, cards, card_scores, evidence[category], first_cards)
         entries = [(card, score)]
         if card is not None and card_scores.get(card.id):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
@@ -72,6 +72,8 @@ class LocalIncident(BaseModel):
     thread_ts: str | None = None
     #: what the bot's answer led with when the thread was resolved (a wrong answer's label)
     answered: str | None = None
+    #: the Slack answer the resolution was given on
+    answer_id: str | None = None
 
     @property
     def url(self) -> str:
@@ -98,14 +100,23 @@ def plain(text: str | None, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 1].rstrip() + "…"
 
 
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def tame(text: str) -> str:
+    """A typed title without what Slack's mrkdwn would act on (it shows as a heading)."""
+    text = re.sub(r"[*~`<>|]", "", text).replace("@", "＠")
+    return " ".join(_EDGE_UNDERSCORE.sub(" ", text).split())
+
+
 def excerpt(lines: Iterable[str], head: int = HEAD, tail: int = TAIL,
             context: int = CONTEXT) -> list[str]:
-    """The distinct salient lines of a log (the first `head`, the last `tail`), each with
-    `context` lines before and after, in log order, at most MAX_LOG_LINES (streamed)."""
-    seen: set[str] = set()
+    """The distinct salient lines of a log (the first `head`, and the `tail` seen last, as
+    `bot.logs.salient.SalientLines` keeps them), each with `context` lines before and after,
+    at most MAX_LOG_LINES (streamed)."""
+    first: dict[str, list[str]] = {}
+    last: OrderedDict[str, list[str]] = OrderedDict()  # by latest occurrence, as the index
     before: deque[str] = deque(maxlen=context)
-    first: list[list[str]] = []
-    last: deque[list[str]] = deque(maxlen=tail)
     open_block: list[str] | None = None
     need = 0
     for raw in lines:
@@ -114,18 +125,33 @@ def excerpt(lines: Iterable[str], head: int = HEAD, tail: int = TAIL,
             open_block.append(line)
             need -= 1
         key = salient_key(raw) if line else None
-        if key and key not in seen:
-            seen.add(key)
-            block = [*before, line]
-            (first if len(first) < head else last).append(block)
-            open_block, need = block, context
+        if key and key not in first:
+            if key in last:
+                last.move_to_end(key)
+            else:
+                block = [*before, line]
+                if len(first) < head:
+                    first[key] = block
+                else:
+                    last[key] = block
+                    if len(last) > tail:
+                        last.popitem(last=False)
+                open_block, need = block, context
         before.append(line)
+    start, end = _flat(first.values()), _flat(last.values())
+    if len(start) + len(end) > MAX_LOG_LINES:  # the end keeps at least a third
+        start = start[:MAX_LOG_LINES - min(len(end), MAX_LOG_LINES // 3)]
+        end = end[len(end) - (MAX_LOG_LINES - len(start)):]
+    return [*start, *end]
+
+
+def _flat(blocks: Iterable[list[str]]) -> list[str]:
     out: list[str] = []
-    for block in (*first, *last):
+    for block in blocks:
         for line in block:
             if line.strip() and (not out or out[-1] != line):
                 out.append(line)
-    return out[:MAX_LOG_LINES]
+    return out
 
 
 class Redaction:
@@ -149,7 +175,8 @@ def capture(*, log_lines: Iterable[str], category: str, resolution: str, who: st
             versions: Mapping[str, str] | None = None, origin: Origin = "cli",
             channel: str | None = None, channel_name: str | None = None,
             thread_ts: str | None = None, answered: str | None = None,
-            incident_id: str | None = None, now: dt.datetime | None = None) -> LocalIncident:
+            answer_id: str | None = None, incident_id: str | None = None,
+            now: dt.datetime | None = None) -> LocalIncident:
     """A local incident from a log and what fixed it, bounded and redacted (raises
     ValueError, pydantic's, on an unknown category or empty fix)."""
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -160,7 +187,7 @@ def capture(*, log_lines: Iterable[str], category: str, resolution: str, who: st
     fix = red(plain(resolution, MAX_FIX))
     if not fix:
         raise ValueError("the fix is empty: say in a line or two what fixed it")
-    name = red(plain(title, MAX_TITLE)) or _title_from(kept, category)
+    name = tame(red(plain(title, MAX_TITLE))) or tame(_title_from(kept, category)) or category
     return LocalIncident(
         id=incident_id or new_id(), title=name, source=source or None, link=link or None,
         date=now.date(), category=category, card=card or None,
@@ -168,7 +195,8 @@ def capture(*, log_lines: Iterable[str], category: str, resolution: str, who: st
         confirmed_by=ResolvedBy(who=who, role=role, when=now),
         versions={str(k): red(str(v))[:80] for k, v in (versions or {}).items()},
         question=red(plain(question, MAX_QUESTION)) or None, origin=origin, channel=channel,
-        channel_name=channel_name, thread_ts=thread_ts, answered=answered)
+        channel_name=channel_name, thread_ts=thread_ts, answered=answered,
+        answer_id=answer_id)
 
 
 def _title_from(lines: list[str], category: str) -> str:
@@ -209,7 +237,7 @@ def from_corpus(inc: Incident, keep_hosts: bool, now: dt.datetime | None = None
     red.learn(inc.log, inc.question or "")
     lines = inc.log.splitlines()[:MAX_LOG_LINES]
     return LocalIncident(
-        id=inc.id, title=red(plain(inc.title, MAX_TITLE)) or inc.category, source=inc.url,
+        id=inc.id, title=tame(red(plain(inc.title, MAX_TITLE))) or inc.category, source=inc.url,
         link=str(inc.confirmed_by.url) if inc.confirmed_by.url else None,
         date=inc.date or now.date(), category=inc.category, secondary=list(inc.secondary),
         card=inc.card, log="\n".join(red(line[:MAX_LINE]) for line in lines),

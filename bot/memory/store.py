@@ -21,7 +21,7 @@ from bot.memory.model import LocalIncident
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS local_incidents (
     id TEXT PRIMARY KEY, channel TEXT, thread_ts TEXT, category TEXT, card TEXT,
-    created REAL, updated REAL, body TEXT, lines TEXT);
+    answer_id TEXT, created REAL, updated REAL, body TEXT, lines TEXT);
 CREATE UNIQUE INDEX IF NOT EXISTS local_incidents_thread ON local_incidents (channel, thread_ts);
 CREATE TABLE IF NOT EXISTS memory_version (k INTEGER PRIMARY KEY, version INTEGER);
 INSERT INTO memory_version VALUES (1, 0) ON CONFLICT DO NOTHING;
@@ -101,8 +101,9 @@ class MemoryStore:
                     (inc.channel, inc.thread_ts)).fetchone():
                 raise MemoryChangeError("this thread is resolved already; correct it instead")
             done = tx.execute(
-                "INSERT INTO local_incidents VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
-                (inc.id, inc.channel, inc.thread_ts, inc.category, inc.card, now, now,
+                "INSERT INTO local_incidents VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                (inc.id, inc.channel, inc.thread_ts, inc.category, inc.card, inc.answer_id,
+                 now, now,
                  inc.model_dump_json(), json.dumps(inc.salient()))).rowcount
             if done != 1:
                 raise MemoryChangeError(f"an incident with id {inc.id} exists already")
@@ -112,8 +113,9 @@ class MemoryStore:
         """Correct a stored incident (same id)."""
         with self.db.tx() as tx:
             done = tx.execute(
-                "UPDATE local_incidents SET category=?, card=?, updated=?, body=?, lines=? "
-                "WHERE id=?", (inc.category, inc.card, time.time(), inc.model_dump_json(),
+                "UPDATE local_incidents SET category=?, card=?, answer_id=?, updated=?, body=?, "
+                "lines=? WHERE id=?", (inc.category, inc.card, inc.answer_id, time.time(),
+                                       inc.model_dump_json(),
                                json.dumps(inc.salient()), inc.id)).rowcount
             if done != 1:
                 raise MemoryChangeError(f"no local incident {inc.id}")
@@ -145,6 +147,30 @@ class MemoryStore:
             rows = tx.execute('SELECT "user", action, incident, detail FROM memory_audit '
                               "ORDER BY id").fetchall()
         return [(str(u), str(a), str(i), str(d)) for u, a, i, d in rows]
+
+    def corrections(self) -> list[tuple[str, str, str, str | None]]:
+        """Answers found not helpful whose thread was then resolved: (answer id, what the
+        answer led with, the right category, the right card) - the labels of wrong answers.
+        Empty when this database has no Slack feedback."""
+        try:
+            with self.db.tx() as tx:
+                rows = tx.execute(
+                    "SELECT DISTINCT f.answer_id, f.category, l.category, l.card FROM feedback f "
+                    "JOIN local_incidents l ON l.answer_id = f.answer_id WHERE f.helpful = 0 "
+                    "ORDER BY f.answer_id").fetchall()
+        except self.db.errors:
+            return []
+        return [(str(a), str(was), str(cat), card) for a, was, cat, card in rows]
+
+    def downvoted(self, answer_id: str) -> bool:
+        """Whether someone found this answer not helpful (False without Slack feedback)."""
+        try:
+            with self.db.tx() as tx:
+                row = tx.execute("SELECT 1 FROM feedback WHERE answer_id=? AND helpful=0",
+                                 (answer_id,)).fetchone()
+        except self.db.errors:
+            return False
+        return row is not None
 
     # -- who asked --------------------------------------------------------------------------
     def note_asker(self, channel: str, thread_ts: str, user: str) -> None:
