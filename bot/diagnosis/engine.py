@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
 from bot.diagnosis.nearest import (
+    LOCAL_WEIGHT,
     Neighbour,
     NeighbourIndex,
     VoteParams,
@@ -71,6 +72,8 @@ class Fusion:
 
     weight: float = 0.3
     votes: VoteParams = field(default_factory=VoteParams)
+    #: the team's own incidents' weight (`bot.diagnosis.nearest.LOCAL_WEIGHT`)
+    local_weight: float = LOCAL_WEIGHT
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
 
@@ -198,7 +201,7 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     neighbours = list(neighbours)
     own, public = split_local(neighbours)  # the team's own incidents have their own vote
     local_led: dict[str, tuple[float, Neighbour]] = {}
-    for category, strength in local_votes(own).items():
+    for category, strength in local_votes(own, fusion.local_weight).items():
         parts[category].append(strength)
         voter = next(n for n in own if category in n.doc.accepted)
         local_led[category] = (strength, voter)

@@ -109,6 +109,21 @@ class MemoryStore:
                 raise MemoryChangeError(f"an incident with id {inc.id} exists already")
             self._changed(tx, user, action, inc.id, f"{inc.category} {inc.card or '-'}")
 
+    def add_many(self, incs: list[LocalIncident], user: str, action: str = "import") -> int:
+        """Store many in one transaction (ids or threads already taken are skipped); how many
+        were stored."""
+        now, stored = time.time(), 0
+        with self.db.tx() as tx:
+            for inc in incs:
+                stored += tx.execute(
+                    "INSERT INTO local_incidents VALUES (?,?,?,?,?,?,?,?,?,?) "
+                    "ON CONFLICT DO NOTHING",
+                    (inc.id, inc.channel, inc.thread_ts, inc.category, inc.card, inc.answer_id,
+                     now, now, inc.model_dump_json(), json.dumps(inc.salient()))).rowcount
+            if stored:
+                self._changed(tx, user, action, f"{stored} incidents", "")
+        return stored
+
     def replace(self, inc: LocalIncident, user: str) -> None:
         """Correct a stored incident (same id)."""
         with self.db.tx() as tx:
