@@ -169,6 +169,23 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
             raise InputError(f"no local incident {incident_id!r} (`ncclbot incidents list`)")
         typer.echo(f"forgot {incident_id}")
 
+    @inc_app.command("labels")
+    def labels(as_json: JsonOpt = False, config: ConfigOpt = None) -> None:
+        """Answers found not helpful (👎) whose thread was then resolved: what the answer led
+        with and the cause recorded instead (labels for the cards' review)."""
+        from bot.cli.main import settings_from
+
+        store = _memory(settings_from(config), create=False)
+        rows = [{"answer": a, "answered": was, "category": cat, "card": card}
+                for a, was, cat, card in (store.corrections() if store else [])]
+        if as_json:
+            sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
+            return
+        for r in rows:
+            typer.echo(f"{r['answer']}: answered {r['answered']}, was {r['category']} "
+                       f"({r['card'] or 'no card'})")
+        typer.echo(f"{len(rows)} wrong answer(s) labelled by a resolution")
+
     @inc_app.command("export")
     def export(directory: Path, config: ConfigOpt = None) -> None:
         """Write every local incident as a corpus file (`ncclbot knowledge check

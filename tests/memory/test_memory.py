@@ -193,3 +193,24 @@ def test_cli_bad_input_is_one_line(cli: Callable[..., subprocess.CompletedProces
     assert gone.returncode == 2 and "no local incident" in gone.stderr
     missing = cli("incidents", "show", "local-nothing")
     assert missing.returncode == 2 and "no local incident" in missing.stderr
+
+
+def test_a_thumbs_down_then_a_resolution_records_the_right_cause(tmp_path: Path) -> None:
+    from bot.contract import Answer
+    from bot.slack.store import Store
+
+    slack_store = Store(tmp_path / "state.sqlite3")
+    memory = MemoryStore(slack_store.db)
+    answered = Answer.model_validate({
+        "verdict": "diagnosed", "summary": "Likely: rank_crashed", "diagnosis": {"root_causes": [
+            {"category": "rank_crashed", "card": None, "confidence": 0.56}]}})
+    wrong = slack_store.save_answer("C1", "5.5", answered)
+    right = slack_store.save_answer("C1", "6.6", answered)
+    slack_store.add_feedback(wrong, "UALICE", False, "it was our data library")
+    slack_store.add_feedback(right, "UBOB", True)
+    memory.add(_incident(channel="C1", thread_ts="5.5", answer_id=wrong), "UALICE")
+    memory.add(_incident(channel="C1", thread_ts="6.6", answer_id=right,
+                         category="rank_crashed"), "UBOB")
+    assert memory.corrections() == [(wrong, "rank_crashed", "version_incompatibility", None)]
+    assert memory.downvoted(wrong) and not memory.downvoted(right)
+    slack_store.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot.memory.model import LocalIncident, capture
+from bot.memory.model import LocalIncident, Role, capture
 from bot.memory.store import MemoryChangeError
 from bot.slack import blocks, resolve
 from bot.slack.authz import may_resolve
@@ -143,7 +143,7 @@ def register(app: Any, deps: Deps) -> None:
 
         lines = read_lines(paths) if paths else []
         questions = deps.store.context(sub.channel, sub.thread_ts).questions
-        role = "asker" if user == asker else "oncall"
+        role: Role = "asker" if user == asker else "oncall"
         try:
             inc = capture(log_lines=lines, category=category, card=card, resolution=sub.fix,
                           who=user, role=role, keep_hosts=deps.settings.memory_keep_hosts,
