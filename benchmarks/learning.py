@@ -95,13 +95,44 @@ def family(runs: int) -> dict[str, Any]:
             before = [top(ask(log, "UBOB")) for log in logs]
             resolved = ask(logs[0], "UALICE")
             resolve_through_form(bot, resolved, click)
-            permalink = bot.deps.memory.for_thread("C1", resolved["ts"]).source  # type: ignore[union-attr]
+            permalink = bot.deps.memory.for_thread("C1", resolved["thread_ts"]).source  # type: ignore[union-attr]
             after = [top(ask(log, "UBOB")) for log in logs[1:]]
-    return {"runs": [f"w{w}-r{r}-s{s}" for w, r, s in specs], "run_s": round(run_s, 1),
+        weights = family_weights(logs)
+    return {"weights": weights,"runs": [f"w{w}-r{r}-s{s}" for w, r, s in specs], "run_s": round(run_s, 1),
             "before_top1": sum(c == CATEGORY for c, _, _ in before), "before_n": len(before),
             "before_top": sorted({c for c, _, _ in before}),
             "after_top1": sum(c == CATEGORY for c, _, _ in after), "after_n": len(after),
             "after_seen_thread": sum(local and src == permalink for _, local, src in after)}
+
+
+def family_weights(logs: list[Path], weights: tuple[float, ...] = (0.3, 0.6, 0.75, 0.9)
+                   ) -> dict[str, int]:
+    """Top-1 on the family's other runs, the first one resolved, at each local weight (the
+    same diagnosis, in-process)."""
+    from bot.config import load_settings
+    from bot.diagnosis.engine import Fusion, diagnose
+    from bot.logs.sources import expand_inputs
+    from bot.memory import runtime
+    from bot.memory.capture import read_lines
+    from bot.memory.model import capture
+    from bot.service import analyze_sources, bundled_cards, bundled_index
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(data_dir=Path(tmp))
+        store = runtime.memory(settings, create=True)
+        assert store is not None
+        store.add(capture(log_lines=read_lines([str(logs[0])]), category=CATEGORY,
+                          resolution="rebuilt the image with shardstore 2.5", who="bench",
+                          role="cli", keep_hosts=False), "bench")
+        index = runtime.index_for(settings, bundled_index(None))
+        reports = [analyze_sources(expand_inputs([str(p)]), settings)[0] for p in logs[1:]]
+        out = {}
+        for w in weights:
+            tops = [diagnose(r, list(bundled_cards()), incidents=index,
+                             fusion=Fusion(local_weight=w)).root_causes[0].category
+                    for r in reports]
+            out[str(w)] = sum(t == CATEGORY for t in tops)
+    return out
 
 
 def resolve_through_form(bot: Any, message: dict[str, Any], click: Any) -> None:
@@ -121,7 +152,7 @@ def resolve_through_form(bot: Any, message: dict[str, Any], click: Any) -> None:
     bot.poster.action({"type": "view_submission", "team": {"id": "T1"},
                        "user": {"id": "UALICE"}, "api_app_id": "A1", "trigger_id": "tLEARN",
                        "view": {**view, "id": "VLEARN", "state": {"values": values}}})
-    bot.slack.wait_for(lambda: bot.deps.memory.for_thread("C1", message["ts"]), 60)
+    bot.slack.wait_for(lambda: bot.deps.memory.for_thread("C1", message["thread_ts"]), 60)
 
 
 # -- 2. prequential replay of the corpus ---------------------------------------------------
@@ -199,7 +230,7 @@ def cost_one(size: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(data_dir=Path(tmp))
         analyze_paths([str(log)], settings)  # the bundled index and scanner, warm
-        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss0 = rss_mib()
         store = runtime.memory(settings, create=True)
         assert store is not None
         corpus = list(bundled_incidents())
@@ -229,11 +260,20 @@ def cost_one(size: int) -> dict[str, Any]:
             t2 = time.monotonic()
             analyze_paths([str(log)], settings)
             steady.append(time.monotonic() - t2)
-        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss1 = rss_mib()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"size": size, "store_s": round(store_s, 2), "first_answer_s": round(first_s, 3),
             "answer_s_median": round(sorted(steady)[2], 3),
-            "peak_rss_mib": round(rss1 / 1024, 1), "rss_growth_mib": round((rss1 - rss0) / 1024, 1),
+            "peak_rss_mib": round(peak, 1), "rss_growth_mib": round(rss1 - rss0, 1),
             "top": first.root_causes[0].category if first.root_causes else "-"}
+
+
+def rss_mib() -> float:
+    """This process's resident memory now (Linux), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def cost(sizes: list[int]) -> list[dict[str, Any]]:
@@ -266,6 +306,8 @@ def main() -> None:
               f"{', '.join(f['before_top'])}); after resolving one thread: "
               f"{f['after_top1']}/{f['after_n']}, 'seen before' links the thread in "
               f"{f['after_seen_thread']}/{f['after_n']}", flush=True)
+        print("  top-1 after, by local weight: " + ", ".join(
+            f"{w}: {n}/{f['after_n']}" for w, n in f["weights"].items()), flush=True)
     if not args.skip_replay:
         r = replay()
         print(f"prequential replay: {r['cases']} dated dev incidents ({r['threads']} threads, "
@@ -281,8 +323,9 @@ def main() -> None:
         for c in cost(sizes):
             print(f"  {c['size']:>6} local incidents: stored in {c['store_s']} s; first answer "
                   f"after the change {c['first_answer_s']:.3f} s, then {c['answer_s_median']:.3f}"
-                  f" s (median of 5); peak RSS {c['peak_rss_mib']} MiB (+{c['rss_growth_mib']}"
-                  f" MiB); leads with {c['top']}", flush=True)
+                  f" s (median of 5); resident memory +{c['rss_growth_mib']} MiB for the "
+                  f"incidents (peak {c['peak_rss_mib']} MiB); leads with {c['top']}",
+                  flush=True)
 
 
 if __name__ == "__main__":
