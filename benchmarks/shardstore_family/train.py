@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import shardstore  # noqa: E402
+import shardstore
 
 
 def main() -> None:
