@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Protocol
@@ -207,7 +207,8 @@ class LocalIndex:
     """TF-IDF vectors of the team's local incidents, weighted by the document frequencies
     of the bundled index and the local incidents together (so a word the corpus never saw,
     the name of the team's own library, counts fully), compared like the bundled index.
-    Small, and rebuilt only when the memory changes."""
+    Built once, then kept current by `add` and `remove` (a change is one incident, not a
+    rebuild); the caller rebuilds it when many have changed since (`churn`)."""
 
     def __init__(self, docs: Sequence[Doc], base: IncidentIndex) -> None:
         self.docs = list(docs)
@@ -216,7 +217,10 @@ class LocalIndex:
         df: Counter[str] = Counter()
         for c in counts:
             df.update(c.keys())
-        n = base.n + len(self.docs)
+        n = self.n = base.n + len(self.docs)
+        #: positions of removed documents; documents added since the build
+        self.dead: set[int] = set()
+        self.added = 0
         self.idf = {t: math.log((1 + n) / (1 + base.df.get(t, 0) + d)) + 1.0
                     for t, d in df.items()}
         for t, d in base.df.items():
@@ -231,13 +235,46 @@ class LocalIndex:
     def _vector(self, counts: Counter[str]) -> dict[str, float]:
         return tfidf(counts, self.idf)
 
+    @property
+    def size(self) -> int:
+        return len(self.docs) - len(self.dead)
+
+    @property
+    def churn(self) -> float:
+        """The share of documents added or removed since the build."""
+        return (self.added + len(self.dead)) / max(1, self.size)
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        """More documents, weighted with this index's idf (a term it never saw counts as
+        the rarest), so nothing else is recomputed."""
+        rarest = math.log(1 + self.n) + 1.0
+        for d in docs:
+            counts = terms(d.lines, self.bigrams)
+            for t in counts:
+                self.idf.setdefault(t, rarest)
+            i = len(self.docs)
+            self.docs.append(d)
+            self.vectors.append(self._vector(counts))
+            self._position[d.id] = i
+            for t, w in self.vectors[i].items():
+                self.postings[t].append((i, w))
+        self.added += len(docs)
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Documents that no longer count (forgotten, or about to be replaced)."""
+        for doc_id in ids:
+            i = self._position.pop(doc_id, None)
+            if i is not None:
+                self.dead.add(i)
+
     def nearest(self, lines: Sequence[str], k: int = 5) -> list[Neighbour]:
         query = self._vector(terms(lines, self.bigrams))
         sims: dict[int, float] = defaultdict(float)
         for t, w in query.items():
             for i, dw in self.postings.get(t, ()):
                 sims[i] += w * dw
-        best = sorted(((s, i) for i, s in sims.items() if s > 0), key=lambda t: -t[0])[:k]
+        best = sorted(((s, i) for i, s in sims.items() if s > 0 and i not in self.dead),
+                      key=lambda t: -t[0])[:k]
         return [Neighbour(self.docs[i], s) for s, i in best]
 
     def overlap(self, line: str, doc: Doc) -> float:

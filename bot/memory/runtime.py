@@ -38,11 +38,24 @@ _stores: dict[str, MemoryStore] = {}
 class _Built:
     version: int
     base: IncidentIndex
-    index: NeighbourIndex
-    size: int
+    local: LocalIndex | None
+    #: each indexed incident's last change, by id
+    stamps: dict[str, float]
+
+    @property
+    def index(self) -> NeighbourIndex:
+        if self.local is None or self.local.size == 0:
+            return self.base
+        return WithLocal(self.base, self.local)
+
+
+#: Past this share of documents added or removed since its build, the local index is built
+#: again (its weights drift from the corpus's as it grows).
+REBUILD_AT = 0.2
 
 
 _built: dict[str, _Built] = {}
+_changing = threading.Lock()
 
 
 def _key(settings: Settings) -> str:
@@ -106,7 +119,9 @@ def version(settings: Settings | None) -> int | None:
 
 
 def index_for(settings: Settings | None, base: IncidentIndex) -> NeighbourIndex:
-    """The bundled index, with the team's local incidents when there are any."""
+    """The bundled index, with the team's local incidents when there are any: as they are
+    now in the database, by one small read when nothing changed, by reading only what
+    changed when something did."""
     if settings is None:
         return base
     try:
@@ -115,19 +130,40 @@ def index_for(settings: Settings | None, base: IncidentIndex) -> NeighbourIndex:
             return base
         key = _key(settings)
         v = store.version()
-        with _lock:
-            built = _built.get(key)
-        if built is not None and built.version == v and built.base is base:
+        built = _built.get(key)
+        if built is not None and built.base is base and built.version == v:
             return built.index
-        v, rows = store.rows()
-        index: NeighbourIndex = base
-        if rows:
-            docs = [local_doc(r.incident, r.lines) for r in rows]
-            index = WithLocal(base, LocalIndex(docs, base))
-        with _lock:
-            _built[key] = _Built(v, base, index, len(rows))
-        return index
+        with _changing:  # one thread brings it up to date; the others then find it so
+            built = _built.get(key)
+            v = store.version()
+            if built is not None and built.base is base and (
+                    built.version == v or _update(store, built, v)):
+                return built.index
+            built = _built[key] = _build(store, base)
+            return built.index
     except Exception as exc:  # noqa: BLE001 - the bundled knowledge still answers
         log.warning("local incidents unavailable: %s", str(exc).splitlines()[0] if str(exc)
                     else type(exc).__name__)
         return base
+
+
+def _build(store: MemoryStore, base: IncidentIndex) -> _Built:
+    v, rows = store.rows()
+    local = LocalIndex([local_doc(r.incident, r.lines) for r in rows], base) if rows else None
+    return _Built(v, base, local, store.stamps())
+
+
+def _update(store: MemoryStore, built: _Built, version_now: int) -> bool:
+    """Bring `built` up to the database by what changed; False when a build is due."""
+    stamps = store.stamps()
+    changed = [i for i, t in stamps.items() if built.stamps.get(i) != t]
+    gone = [i for i in built.stamps if i not in stamps or i in changed]
+    local = built.local
+    if local is None or (local.added + len(local.dead) + len(changed) + len(gone)
+                         > REBUILD_AT * max(1, len(stamps))):
+        return False
+    rows = store.rows_for(changed)
+    local.remove(f"local:{i}" for i in gone)
+    local.add([local_doc(r.incident, r.lines) for r in rows])
+    built.stamps, built.version = stamps, version_now
+    return True

@@ -86,6 +86,24 @@ class MemoryStore:
                 [Row(LocalIncident.model_validate_json(b), tuple(json.loads(ln)))
                  for b, ln in rows])
 
+    def stamps(self) -> dict[str, float]:
+        """Every incident's id and when it last changed (what an index diffs against)."""
+        with self.db.tx() as tx:
+            rows = tx.execute("SELECT id, updated FROM local_incidents").fetchall()
+        return {str(i): float(u) for i, u in rows}
+
+    def rows_for(self, ids: list[str]) -> list[Row]:
+        """The incidents `ids` with their salient lines (those still there)."""
+        out: list[Row] = []
+        for at in range(0, len(ids), 500):
+            chunk = ids[at:at + 500]
+            with self.db.tx() as tx:
+                rows = tx.execute("SELECT body, lines FROM local_incidents WHERE id IN ("
+                                  + ",".join("?" * len(chunk)) + ")", chunk).fetchall()
+            out += [Row(LocalIncident.model_validate_json(b), tuple(json.loads(ln)))
+                    for b, ln in rows]
+        return out
+
     def count(self) -> int:
         with self.db.tx() as tx:
             row = tx.execute("SELECT COUNT(*) FROM local_incidents").fetchone()

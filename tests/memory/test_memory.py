@@ -17,7 +17,7 @@ import yaml
 from bot.config import load_settings
 from bot.db import Database, PostgresDatabase, SqliteDatabase
 from bot.knowledge.incidents import MAX_LOG_LINES
-from bot.logs.salient import salient_key
+from bot.logs.salient import salient_key, salient_lines
 from bot.memory import runtime
 from bot.memory.model import LocalIncident, capture, excerpt, to_corpus
 from bot.memory.store import MemoryChangeError, MemoryStore
@@ -214,3 +214,34 @@ def test_a_thumbs_down_then_a_resolution_records_the_right_cause(tmp_path: Path)
     assert memory.corrections() == [(wrong, "rank_crashed", "version_incompatibility", None)]
     assert memory.downvoted(wrong) and not memory.downvoted(right)
     slack_store.close()
+
+
+def test_the_local_index_follows_each_change_without_a_rebuild(tmp_path: Path) -> None:
+    from bot.diagnosis.nearest import WithLocal
+    from bot.service import bundled_index
+
+    settings = load_settings(data_dir=tmp_path)
+    store = runtime.memory(settings, create=True)
+    assert store is not None
+    base = bundled_index(None)
+    store.add_many([_incident(log_lines=[f"RuntimeError: team step {n} of stage {chr(97 + n)}"
+                                         f"{chr(98 + n)} failed"], incident_id=f"local-f{n:03d}")
+                    for n in range(20)], "UALICE")
+    first = runtime.index_for(settings, base)
+    assert isinstance(first, WithLocal) and first.local.size == 20
+    inc = _incident()
+    store.add(inc, "UALICE")
+    keys = salient_lines(_lines(RUN2))
+    second = runtime.index_for(settings, base)
+    assert isinstance(second, WithLocal) and second.local is first.local  # updated in place
+    assert second.nearest(keys, 3)[0].doc.id == (
+        f"local:{inc.id}")
+    store.replace(inc.model_copy(update={"category": "other"}), "UALICE")
+    third = runtime.index_for(settings, base)
+    near = third.nearest(keys, 3)
+    assert near[0].doc.local is not None and near[0].doc.local.category == "other"
+    assert [n.doc.id for n in near].count(f"local:{inc.id}") == 1
+    store.forget(inc.id, "UALICE")
+    gone = runtime.index_for(settings, base)
+    assert all(n.doc.id != f"local:{inc.id}" for n in gone.nearest(
+        keys, 5))
