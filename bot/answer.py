@@ -69,6 +69,12 @@ def card_brief(card: Card, lang: str = "both") -> Citation:
 
 def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> RootCauseOut:
     cat = category(rc.category)
+    if card is None and rc.local is not None:  # something new this team resolved: its title
+        return RootCauseOut(
+            category=rc.category, card=None, confidence=rc.confidence, certainty=rc.certainty,
+            evidence=[EvidenceLine.model_validate(e.to_dict()) for e in rc.evidence],
+            category_name={lg: getattr(cat, lg) for lg in langs}, why=list(rc.why),
+            title={lg: rc.local.title for lg in langs}, remediation={}, local=rc.local.id)
     return RootCauseOut(
         category=rc.category, card=rc.card, confidence=rc.confidence,
         certainty=rc.certainty,
@@ -133,12 +139,22 @@ def similar_incidents(diagnosis: Diagnosis) -> list[SimilarIncident]:
     boilerplate lines with the log is not shown."""
     top = {rc.category for i, rc in enumerate(diagnosis.root_causes[:3])
            if i == 0 or rc.certainty != "weak"}
-    return [
+    own = [
+        SimilarIncident(source=loc.url, title=loc.title, category=loc.category,
+                        resolution=loc.resolution, score=round(min(1.0, n.score), 2),
+                        local=True, seen_in=loc.channel_name or loc.channel,
+                        date=loc.date.isoformat(), resolved_by=loc.confirmed_by.who,
+                        link=loc.link, id=loc.id)
+        for n in diagnosis.neighbours
+        if (loc := n.doc.local) is not None and n.score >= SIMILAR_FLOOR
+        and {loc.category, *loc.secondary} & top
+    ]
+    return [*own, *[
         SimilarIncident(source=inc.url, title=inc.title, category=inc.category,
                         resolution=inc.resolution, score=round(min(1.0, n.score), 2))
         for n in diagnosis.neighbours
         if (inc := n.incident) is not None and n.score >= SIMILAR_FLOOR and inc.accepted & top
-    ][:SIMILAR_MAX]
+    ]][:SIMILAR_MAX]
 
 
 def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card], verdict: str) -> str:
@@ -148,7 +164,8 @@ def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card], verdict: str) -> 
         return "Unknown: the evidence fits no known root cause."
     rc = diagnosis.root_causes[0]
     card = by_id.get(rc.card or "")
-    what = card.title.en if card else category(rc.category).en
+    what = (card.title.en if card else rc.local.title if rc.local is not None
+            else category(rc.category).en)
     # the words follow the certainty; an undecided answer says so first
     prefix = "Unclear; weak candidate" if rc.certainty == "weak" else "Unclear; leading candidate"
     if verdict == "diagnosed":

@@ -138,7 +138,8 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
     for h in sorted(hits, key=question_score, reverse=True):
         by_cat.setdefault(h.category, h.card)
     for rc in diagnosis.root_causes:
-        if rc.category in by_cat and not diagnosis.card_scores.get(rc.card or ""):
+        if (rc.category in by_cat and not diagnosis.card_scores.get(rc.card or "")
+                and rc.local is None):  # the team's own resolution keeps its card (or none)
             rc.card = by_cat[rc.category]
     top = diagnosis.root_causes[0].confidence if diagnosis.root_causes else None
     verdict = decide_verdict(top, logs_given=report is not None,

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     llm_first_token_s: float = Field(default=20.0, gt=0)
     llm_max_tokens: int = Field(default=2000, gt=0)
     redact_hosts: bool = True  # host names, IPs, users and e-mail become placeholders for the LLM
+    # Local incidents (`ncclbot incidents`, "Resolved" in Slack) keep host names, IPs and
+    # user names as they are (default: placeholders, like for the LLM).
+    memory_keep_hosts: bool = False
 
     # Node agents.
     nodes_file: Path | None = None

@@ -73,6 +73,7 @@ class RootCauseOut(_Model):
     title: Titles = Field(default_factory=dict, description="the card's title")
     why: list[str] = Field(default_factory=list)
     remediation: PerLanguage = Field(default_factory=dict, description="the card's steps")
+    local: str | None = Field(default=None, description="the team's own incident it rests on")
 
 
 class SuspectOut(_Model):
@@ -101,6 +102,13 @@ class SimilarIncident(_Model):
     category: str
     resolution: str = Field(description="what fixed it")
     score: float = Field(ge=0, le=1)
+    #: one of the team's own resolved incidents (listed before the corpus's)
+    local: bool = False
+    seen_in: str | None = Field(default=None, description="the Slack channel it was resolved in")
+    date: str | None = None
+    resolved_by: str | None = None
+    link: str | None = Field(default=None, description="the PR, runbook or ticket given")
+    id: str | None = None
 
 
 class RetrievalHit(_Model):

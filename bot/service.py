@@ -125,7 +125,11 @@ def analyze_sources(
         report = LogReport(engine="flight-recorder")
     report.sources += dump_stats
     report.flight_recorder = analyze_dumps(dumps)
-    index = bundled_index(cache) if report.shows_failure else None
+    index = None
+    if report.shows_failure:
+        from bot.memory.runtime import index_for  # the team's own incidents, current
+
+        index = index_for(settings, bundled_index(cache))
     return report, diagnose(report, cards, incidents=index)
 
 

@@ -229,7 +229,13 @@ class Troubleshooter:
     # -- analysis -------------------------------------------------------------------------
 
     def key_of(self, question: Question) -> str:
-        return question.logs_key or logs_fingerprint(question.logs)
+        """The logs' key, and the local memory's version: an incident stored or forgotten
+        since (by any replica) makes the next answer a new analysis."""
+        from bot.memory.runtime import version
+
+        key = question.logs_key or logs_fingerprint(question.logs)
+        v = version(self.settings) if question.logs else None
+        return key if v is None else f"{key}:m{v}"
 
     def has_analysis(self, question: Question) -> bool:
         """Whether the question's logs are analysed already (no wait for an analysis)."""
@@ -352,18 +358,21 @@ class Troubleshooter:
             return FollowUp(Answer.failure(exc).text, lang, matched=False)
 
     def warm(self) -> float:
-        """Compile the log scanner and open the retrieval index, so the first question after
-        a start does not pay for them. Returns the seconds it took."""
+        """Compile the log scanner, open the retrieval index and index the team's local
+        incidents, so the first question after a start does not pay for them. Returns the
+        seconds it took."""
         import time
 
         t0 = time.monotonic()
         from bot.logs.analyze import analyzer_for
+        from bot.memory.runtime import index_for
         from bot.retrieval.search import get_retriever
-        from bot.service import bundled_cards
+        from bot.service import bundled_cards, bundled_index
 
         cards = list(bundled_cards())
         analyzer_for(cards, self.settings.cache_dir)
         get_retriever(self.settings, cards, progress=False).search("NCCL watchdog timeout", 1)
+        index_for(self.settings, bundled_index(self.settings.cache_dir))  # the team's incidents
         return time.monotonic() - t0
 
 

@@ -41,6 +41,7 @@ REGISTRARS = (
     "bot.cli.agent_cmds",  # serve agent
     "bot.cli.slack_cmds",  # serve slack, feedback report
     "bot.cli.mcp_cmds",  # serve mcp
+    "bot.cli.memory_cmds",  # incidents add|list|show|forget|export|import
 )
 
 ConfigOpt = Annotated[

@@ -21,14 +21,26 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
-from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
+from bot.diagnosis.nearest import (
+    LOCAL_WEIGHT,
+    Neighbour,
+    NeighbourIndex,
+    VoteParams,
+    category_votes,
+    local_votes,
+    split_local,
+)
 from bot.diagnosis.rules import TIMEOUT_CATEGORIES, Signal, signals
 from bot.knowledge.cards import Card
 from bot.logs.crossrank import CrossRank, Suspect, analyze_ranks
 from bot.logs.model import Evidence, LogReport
 from bot.logs.salient import ERRORISH
+
+if TYPE_CHECKING:
+    from bot.memory.model import LocalIncident
 
 UNKNOWN_BELOW = DIAGNOSED_FROM
 SHOW_AT_LEAST = 0.05
@@ -60,6 +72,8 @@ class Fusion:
 
     weight: float = 0.3
     votes: VoteParams = field(default_factory=VoteParams)
+    #: the team's own incidents' weight (`bot.diagnosis.nearest.LOCAL_WEIGHT`)
+    local_weight: float = LOCAL_WEIGHT
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
 
@@ -71,6 +85,9 @@ class RootCause:
     score: float
     evidence: list[Evidence] = field(default_factory=list)
     why: list[str] = field(default_factory=list)
+    #: the team's own resolved incident this cause rests on, when it is the strongest part
+    #: of the evidence (its card, if it named one, is the cause's card)
+    local: LocalIncident | None = None
 
     @property
     def certainty(self) -> str:
@@ -140,7 +157,7 @@ def cards_on_lines(report: LogReport, lines: Sequence[Evidence]) -> set[str]:
 
 
 def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] = (),
-             incidents: IncidentIndex | None = None, fusion: Fusion | None = None,
+             incidents: NeighbourIndex | None = None, fusion: Fusion | None = None,
              neighbours: Sequence[Neighbour] | None = None) -> Diagnosis:
     """Rank root causes. `incidents` adds the nearest-incident channel; `neighbours`, when
     given, are used instead of querying it (the benchmark reuses one query across settings)."""
@@ -182,10 +199,20 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
         neighbours = (incidents.nearest(report.salient.lines(), k=max(fusion.votes.k, FILL_K))
                       if incidents is not None else [])
     neighbours = list(neighbours)
-    if neighbours:
-        for category, share in category_votes(neighbours, fusion.votes).items():
+    own, public = split_local(neighbours)  # the team's own incidents have their own vote
+    local_led: dict[str, tuple[float, Neighbour]] = {}
+    for category, strength in local_votes(own, fusion.local_weight).items():
+        parts[category].append(strength)
+        voter = next(n for n in own if category in n.doc.accepted)
+        local_led[category] = (strength, voter)
+        why[category].append(f"seen before by this team: {voter.doc.id} (similarity "
+                             f"{voter.score:.2f})")
+        if incidents is not None:
+            evidence[category].extend(_shared_lines(report, voter, incidents))
+    if public:
+        for category, share in category_votes(public, fusion.votes).items():
             parts[category].append(fusion.weight * share)
-            voters = [n for n in neighbours[: fusion.votes.k] if category in n.doc.accepted]
+            voters = [n for n in public[: fusion.votes.k] if category in n.doc.accepted]
             if voters:
                 why[category].append(_resembles(voters))
                 if incidents is not None:
@@ -209,6 +236,14 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     if has_evidence and len(shown) < MIN_CANDIDATES:
         shown += _fill(ranked, neighbours, {c for c, _ in shown}, why)
     for category, score in shown:
+        lead = local_led.get(category)
+        team = lead[1].doc.local if lead and lead[0] >= max(parts[category]) else None
+        if team is not None:  # the team's resolution, with its card (or none: something new)
+            chosen_card = by_id.get(team.card or "")
+            causes.append(_cause(category, chosen_card, score, total, report,
+                                 evidence[category], why[category]))
+            causes[-1].local = team
+            continue
         card = pick_card(category, cards, card_scores, evidence[category], first_cards)
         entries = [(card, score)]
         if card is not None and card_scores.get(card.id):
@@ -265,7 +300,7 @@ def _resembles(voters: Sequence[Neighbour]) -> str:
     return "; ".join(parts)
 
 
-def _shared_lines(report: LogReport, neighbour: Neighbour, index: IncidentIndex,
+def _shared_lines(report: LogReport, neighbour: Neighbour, index: NeighbourIndex,
                   limit: int = 2) -> list[Evidence]:
     """The log's failure lines that have the most in common with a neighbouring incident (not
     the set-up lines: they say which transport was used, not what went wrong)."""

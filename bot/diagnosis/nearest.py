@@ -16,13 +16,17 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING, Protocol
 
 from bot.knowledge.cards import Card
 from bot.knowledge.incidents import Incident
 from bot.logs.salient import normalise, salient_lines
+
+if TYPE_CHECKING:
+    from bot.memory.model import LocalIncident
 
 _WORD = re.compile(r"[a-z_][a-z0-9_]*|\d{1,3}")
 _STOP = frozenset((
@@ -45,6 +49,13 @@ def terms(lines: Sequence[str], bigrams: bool = True) -> Counter[str]:
     return out
 
 
+def tfidf(counts: Counter[str], idf: dict[str, float]) -> dict[str, float]:
+    """The unit sublinear TF-IDF vector of term counts (terms without an idf left out)."""
+    vec = {t: (1.0 + math.log(c)) * idf[t] for t, c in counts.items() if t in idf}
+    norm = math.sqrt(sum(w * w for w in vec.values())) or 1.0
+    return {t: w / norm for t, w in vec.items()}
+
+
 @dataclass(frozen=True)
 class Doc:
     """What the index compares a log with: a real incident, or a card (its example lines,
@@ -56,6 +67,8 @@ class Doc:
     lines: tuple[str, ...]  # salient, normalised
     incident: Incident | None = None
     card: str | None = None
+    #: one of the team's own resolved incidents (`bot.memory`)
+    local: LocalIncident | None = None
 
     @property
     def accepted(self) -> frozenset[str]:
@@ -96,6 +109,7 @@ class IncidentIndex:
         for c in counts:
             df.update(c.keys())
         n = max(len(self.docs), 1)
+        self.df, self.n = df, n
         self.idf = {t: math.log((1 + n) / (1 + d)) + 1.0 for t, d in df.items()}
         self.vectors = [self._vector(c) for c in counts]
         self._position = {d.id: i for i, d in enumerate(self.docs)}
@@ -105,9 +119,7 @@ class IncidentIndex:
                 self.postings[t].append((i, w))
 
     def _vector(self, counts: Counter[str]) -> dict[str, float]:
-        vec = {t: (1.0 + math.log(c)) * self.idf[t] for t, c in counts.items() if t in self.idf}
-        norm = math.sqrt(sum(w * w for w in vec.values())) or 1.0
-        return {t: w / norm for t, w in vec.items()}
+        return tfidf(counts, self.idf)
 
     def similarities(self, lines: Sequence[str]) -> list[float]:
         """Cosine similarity of a log's salient lines to every document, in index order."""
@@ -170,3 +182,141 @@ def category_votes(neighbours: Sequence[Neighbour], params: VoteParams = VotePar
                 for n in voters)
     closeness = min(1.0, voters[0].score / params.full_at)
     return {c: closeness * v / total for c, v in raw.items()}
+
+
+# -- the team's own incidents -------------------------------------------------------------
+
+#: How a local incident's neighbours become evidence, apart from the corpus's vote: each
+#: category's share of the local neighbours' similarity-weighted vote, times `LOCAL_WEIGHT`,
+#: at full strength from a similarity of `LOCAL_FULL_AT`. A documented default, not fitted:
+#: a resolution of this team's own near-identical log (same library, same cluster) is
+#: stronger evidence than a public thread that shares words with it, and the corpus has no
+#: local incidents to fit it on (`benchmarks/learning.py` measures it in a prequential
+#: replay of the corpus instead).
+LOCAL_WEIGHT = 0.9
+LOCAL_FULL_AT = 0.5
+LOCAL_VOTES = VoteParams(k=5, floor=0.2, full_at=LOCAL_FULL_AT)
+
+
+def local_doc(incident: LocalIncident, lines: Sequence[str]) -> Doc:
+    return Doc(f"local:{incident.id}", incident.category, tuple(incident.secondary),
+               tuple(lines), card=None, local=incident)
+
+
+class LocalIndex:
+    """TF-IDF vectors of the team's local incidents, weighted by the document frequencies
+    of the bundled index and the local incidents together (so a word the corpus never saw,
+    the name of the team's own library, counts fully), compared like the bundled index.
+    Built once, then kept current by `add` and `remove` (a change is one incident, not a
+    rebuild); the caller rebuilds it when many have changed since (`churn`)."""
+
+    def __init__(self, docs: Sequence[Doc], base: IncidentIndex) -> None:
+        self.docs = list(docs)
+        self.bigrams = base.bigrams
+        counts = [terms(d.lines, self.bigrams) for d in self.docs]
+        df: Counter[str] = Counter()
+        for c in counts:
+            df.update(c.keys())
+        n = self.n = base.n + len(self.docs)
+        #: positions of removed documents; documents added since the build
+        self.dead: set[int] = set()
+        self.added = 0
+        self.idf = {t: math.log((1 + n) / (1 + base.df.get(t, 0) + d)) + 1.0
+                    for t, d in df.items()}
+        for t, d in base.df.items():
+            self.idf.setdefault(t, math.log((1 + n) / (1 + d)) + 1.0)
+        self.vectors = [self._vector(c) for c in counts]
+        self._position = {d.id: i for i, d in enumerate(self.docs)}
+        self.postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for i, vec in enumerate(self.vectors):
+            for t, w in vec.items():
+                self.postings[t].append((i, w))
+
+    def _vector(self, counts: Counter[str]) -> dict[str, float]:
+        return tfidf(counts, self.idf)
+
+    @property
+    def size(self) -> int:
+        return len(self.docs) - len(self.dead)
+
+    @property
+    def churn(self) -> float:
+        """The share of documents added or removed since the build."""
+        return (self.added + len(self.dead)) / max(1, self.size)
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        """More documents, weighted with this index's idf (a term it never saw counts as
+        the rarest), so nothing else is recomputed."""
+        rarest = math.log(1 + self.n) + 1.0
+        for d in docs:
+            counts = terms(d.lines, self.bigrams)
+            for t in counts:
+                self.idf.setdefault(t, rarest)
+            i = len(self.docs)
+            self.docs.append(d)
+            self.vectors.append(self._vector(counts))
+            self._position[d.id] = i
+            for t, w in self.vectors[i].items():
+                self.postings[t].append((i, w))
+        self.added += len(docs)
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Documents that no longer count (forgotten, or about to be replaced)."""
+        for doc_id in ids:
+            i = self._position.pop(doc_id, None)
+            if i is not None:
+                self.dead.add(i)
+
+    def nearest(self, lines: Sequence[str], k: int = 5) -> list[Neighbour]:
+        query = self._vector(terms(lines, self.bigrams))
+        sims: dict[int, float] = defaultdict(float)
+        for t, w in query.items():
+            for i, dw in self.postings.get(t, ()):
+                sims[i] += w * dw
+        best = sorted(((s, i) for i, s in sims.items() if s > 0 and i not in self.dead),
+                      key=lambda t: -t[0])[:k]
+        return [Neighbour(self.docs[i], s) for s, i in best]
+
+    def overlap(self, line: str, doc: Doc) -> float:
+        i = self._position.get(doc.id)
+        if i is None:
+            return 0.0
+        vec = self.vectors[i]
+        return sum(vec.get(t, 0.0) for t in terms([line], self.bigrams))
+
+
+class NeighbourIndex(Protocol):
+    """What the diagnosis asks of an index of past incidents."""
+
+    def nearest(self, lines: Sequence[str], k: int = 5,
+                exclude: Callable[[Incident], bool] | None = None) -> list[Neighbour]: ...
+
+    def overlap(self, line: str, doc: Doc) -> float: ...
+
+
+class WithLocal:
+    """The bundled index and the team's local one: the local neighbours first (they have
+    their own vote, `local_votes`), then the corpus's."""
+
+    def __init__(self, base: IncidentIndex, local: LocalIndex) -> None:
+        self.base, self.local = base, local
+
+    def nearest(self, lines: Sequence[str], k: int = 5,
+                exclude: Callable[[Incident], bool] | None = None) -> list[Neighbour]:
+        return [*self.local.nearest(lines, LOCAL_VOTES.k), *self.base.nearest(lines, k, exclude)]
+
+    def overlap(self, line: str, doc: Doc) -> float:
+        return (self.local if doc.local is not None else self.base).overlap(line, doc)
+
+
+def split_local(neighbours: Sequence[Neighbour]) -> tuple[list[Neighbour], list[Neighbour]]:
+    """(the team's own, the corpus's and cards')."""
+    return ([n for n in neighbours if n.doc.local is not None],
+            [n for n in neighbours if n.doc.local is None])
+
+
+def local_votes(neighbours: Sequence[Neighbour], weight: float = LOCAL_WEIGHT
+                ) -> dict[str, float]:
+    """The team memory's evidence per category (0 without a close local incident)."""
+    return {c: weight * v for c, v in category_votes(split_local(neighbours)[0],
+                                                     LOCAL_VOTES).items()}

@@ -90,6 +90,8 @@ def shutdown(app: App, wait: bool = True) -> None:
 
 
 def build_deps(settings: Settings, client: WebClient) -> Deps:
+    from bot.memory.runtime import attach
+
     store = Store.open(settings)
     work, llm_work = Deps.schedulers(settings)
     return Deps(
@@ -104,4 +106,5 @@ def build_deps(settings: Settings, client: WebClient) -> Deps:
         bot_token=client.token or "",
         work=work,
         llm_work=llm_work,
+        memory=attach(settings, store.db),
     )

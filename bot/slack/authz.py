@@ -65,3 +65,10 @@ class OncallAuthz:
         if not parts:
             return "nobody yet: an admin must set NCCLBOT_ONCALL_USERGROUP or NCCLBOT_ONCALL_USERS"
         return " or ".join(parts)
+
+
+def may_resolve(authz: OncallAuthz, user: str, asker: str | None,
+                resolver: str | None = None) -> bool:
+    """Who may resolve a thread, correct or forget its resolution: the person who asked in
+    it, whoever resolved it, and on-call people."""
+    return bool(user) and (user in (asker, resolver) or authz.allowed(user))

@@ -89,6 +89,8 @@ class Conversation:
         question = clean_text(event.get("text", ""))
         files = event.get("files") or []
         ctx = d.store.context(channel, thread_ts)
+        if d.memory is not None:  # the first to ask may resolve the thread
+            d.memory.note_asker(channel, thread_ts, user)
         lang = choose(*d.lang_prefs(user, channel), question or " ".join(ctx.questions[-1:]))
         status = StatusMessage(client, channel, thread_ts,
                                f"reading {len(files)} log(s)…" if files else "thinking…")

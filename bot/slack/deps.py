@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
+from bot.memory.store import MemoryStore
 from bot.slack.authz import OncallAuthz
 from bot.slack.fair import FairScheduler
 from bot.slack.nodes import NodeRunner, ProbeStatus
@@ -34,6 +35,8 @@ class Deps:
     #: the LLM's accounts that follow the deterministic answers (their own workers, so a
     #: slow LLM never holds up a first answer)
     llm_work: FairScheduler = field(default_factory=lambda: FairScheduler(name="ncclbot-llm"))
+    #: the team's own resolved incidents (same database as `store`)
+    memory: MemoryStore | None = None
 
     @classmethod
     def schedulers(cls, settings: Settings) -> tuple[FairScheduler, FairScheduler]:

@@ -37,6 +37,7 @@ from bot.slack.blocks import (
     proposed_probes,
     suggested_text,
 )
+from bot.slack.resolve import ACTION_RESOLVE, seen_line
 from tools.units import format_size
 
 #: The first message's text (header, sections, context), in characters.
@@ -58,7 +59,7 @@ WORDS: dict[str, dict[str, str]] = {
            "suspects": "Suspects", "ranks": "Ranks", "next": "What would help",
            "steps_all": "Steps", "confidence": "confidence", "helpful": "👍 Helpful",
            "not_helpful": "👎 Not helpful", "from": "From the thread's answer",
-           "why_stuck": "Why is it stuck?"},
+           "why_stuck": "Why is it stuck?", "resolved": "✅ Resolved"},
     "zh": {**CERTAINTY_WORDS["zh"], "unknown": "不确定",
            "suspect": "可疑", "steps": "建议步骤", "seen": "以前见过",
            "details": "详情", "other": "其他可能原因",
@@ -67,7 +68,7 @@ WORDS: dict[str, dict[str, str]] = {
            "verify": "验证", "sources": "来源", "suspects": "可疑 rank",
            "ranks": "各 rank 情况", "next": "还需要的信息", "steps_all": "步骤",
            "confidence": "置信度", "helpful": "👍 有帮助", "not_helpful": "👎 没帮助",
-           "from": "根据本线程的分析", "why_stuck": "为什么卡住？"},
+           "from": "根据本线程的分析", "why_stuck": "为什么卡住？", "resolved": "✅ 已解决"},
 }
 
 
@@ -172,6 +173,8 @@ def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
     if not answer.similar_incidents or budget < 60:
         return ""
     inc = answer.similar_incidents[0]
+    if inc.local:  # the team's own: where, when, what fixed it, who, the thread
+        return f"*{WORDS[lg]['seen']}*: {seen_line(inc, budget - len(WORDS[lg]['seen']) - 4)}"
     title = esc(inc.title)[: max(20, budget // 2)]
     line = f"*{WORDS[lg]['seen']}*: <{inc.source}|{title}>"
     left = budget - len(title) - len(WORDS[lg]["seen"]) - 8
@@ -267,6 +270,8 @@ def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
     if has_cause:
         elements.append(button(w["helpful"], ACTION_UP, answer_id))
         elements.append(button(w["not_helpful"], ACTION_DOWN, answer_id))
+    if answer.verdict != "error":  # the team's memory: what it really was
+        elements.append(button(w["resolved"], ACTION_RESOLVE, answer_id))
     return {"type": "actions", "block_id": f"ncclbot_actions:{answer_id}", "elements": elements}
 
 
@@ -322,7 +327,8 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
         texts.append(sug)
     if answer.similar_incidents:
         texts.append(f"*{w['seen']}*\n" + "\n".join(
-            f"• <{i.source}|{esc(i.title)[:120]}> (`{i.category}`): {esc(i.resolution)[:240]}"
+            (f"• {seen_line(i, 240)}" if i.local else
+             f"• <{i.source}|{esc(i.title)[:120]}> (`{i.category}`): {esc(i.resolution)[:240]}")
             for i in answer.similar_incidents[:3]))
     if answer.citations:
         texts.append(f"*{w['sources']}*\n" + "\n".join(

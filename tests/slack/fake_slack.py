@@ -1,8 +1,8 @@
 """A local Slack Web API on 127.0.0.1 that records every call (threaded http.server).
 
 Speaks what ncclbot uses: auth.test, chat.postMessage/update/postEphemeral, reactions.add,
-files.info, private file downloads, usergroups.users.list, views.open, and uploads
-(files.getUploadURLExternal + POST + files.completeUploadExternal, and files.upload v1).
+files.info, private file downloads, usergroups.users.list, views.open, chat.getPermalink and
+uploads (files.getUploadURLExternal + POST + files.completeUploadExternal, and files.upload v1).
 """
 
 from __future__ import annotations
@@ -137,6 +137,10 @@ class FakeSlack:
             files = p.get("files") or []
             return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")}
                                           for f in files]}
+        if method == "chat.getPermalink":
+            ts = str(p.get("message_ts", ""))
+            return {"ok": True, "channel": p.get("channel"), "permalink":
+                    f"https://fake.slack/archives/{p.get('channel')}/p{ts.replace('.', '')}"}
         if method in ("reactions.add", "views.open", "files.upload"):
             return {"ok": True}
         return {"ok": False, "error": "unknown_method"}

@@ -1,0 +1,242 @@
+"""The "Resolved" form, its confirmation and how the team's own incidents read in later
+answers (pure: Block Kit in and out).
+
+Whatever a person typed (the fix, a title) is shown inert: Slack's control characters
+escaped, the mrkdwn markers swapped for look-alikes, links and mentions broken, so a
+resolution can never format, link or ping anything in a later answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from bot.contract import Answer, SimilarIncident
+from bot.slack.blocks import button, context, esc
+
+ACTION_RESOLVE = "ncclbot_resolve"
+ACTION_CORRECT = "ncclbot_resolve_correct"
+ACTION_FORGET = "ncclbot_resolve_forget"
+VIEW_RESOLVE = "ncclbot_resolve_form"
+NEW = "new"
+MAX_OPTION = 75
+
+_USER = re.compile(r"^[UW][A-Z0-9]{1,20}$")
+_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{1,20}$")
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def inert(text: str) -> str:
+    """Free text that Slack shows as it is: no bold/italic/strike/code, no links, no
+    mentions (`<@U..>`, `<!here>`, `@here`), no auto-linked URLs."""
+    out = esc(text)
+    for a, b in (("*", "∗"), ("~", "∼"), ("`", "ˋ"), ("@", "＠"), ("://", "∶//"),
+                 ("#", "＃")):
+        out = out.replace(a, b)
+    return _EDGE_UNDERSCORE.sub("＿", out)
+
+
+def safe_url(url: str | None) -> str | None:
+    """A link Slack may show: http(s), with nothing that breaks `<url|text>`."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or re.search(r"[\s<>|]", url):
+        return None
+    return url
+
+
+def user_ref(who: str | None) -> str:
+    return f"<@{who}>" if who and _USER.match(who) else inert(who or "?")
+
+
+def channel_ref(channel: str | None) -> str:
+    return f"<#{channel}>" if channel and _CHANNEL.match(channel) else inert(channel or "?")
+
+
+def seen_line(inc: SimilarIncident, budget: int = 600) -> str:
+    """"Seen in #ml-infra on 2026-11-12 — fixed by … (resolved by @alice)" and the thread,
+    in at most `budget` characters (the fix is shortened; links are never cut)."""
+    where = channel_ref(inc.seen_in) if inc.seen_in else "this team"
+    links = [f"<{u}|{name}>" for u, name in ((safe_url(inc.source), "thread"),
+                                              (safe_url(inc.link), "link")) if u]
+    tail = f" (resolved by {user_ref(inc.resolved_by)})" + (
+        " · " + " · ".join(links) if links else "")
+    head = f"Seen in {where} on {inc.date} — fixed by "
+    room = max(20, budget - len(head) - len(tail))
+    fix = inert(inc.resolution)
+    if len(fix) > room:
+        fix = fix[: room - 1]
+        fix = fix[: fix.rfind("&")] if fix.rfind("&") > fix.rfind(";") else fix  # no half escape
+        fix += "…"
+    return head + fix + tail
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the form's cause menu offers: a value and its label."""
+
+    value: str
+    label: str
+
+
+def cause_choices(answer: Answer | None, cards: Sequence[tuple[str, str, str]],
+                  categories: Sequence[tuple[str, str]],
+                  earlier: Sequence[dict[str, Any]] = ()) -> list[tuple[str, list[Choice]]]:
+    """Option groups: the answer's (and thread's) candidates first, then every card, every
+    category, and something new. `cards` are (id, category, title); `categories` (id, name).
+    A value is `card:ID`, `cat:ID` or `new`."""
+    seen: set[str] = set()
+    first: list[Choice] = []
+    for cat, card in [*((rc.category, rc.card) for rc in (answer.root_causes if answer else [])),
+                      *((str(c.get("category")), c.get("card")) for c in earlier)]:
+        value = f"card:{card}" if card else f"cat:{cat}"
+        if value in seen:
+            continue
+        seen.add(value)
+        title = next((t for cid, _, t in cards if cid == card), "") if card else ""
+        first.append(Choice(value, f"{title or cat} ({cat})"))
+    groups = [("This answer's candidates", first[:20]),
+              ("Cards", [Choice(f"card:{cid}", f"{title} ({cat})") for cid, cat, title in cards
+                         if f"card:{cid}" not in seen][:100]),
+              ("Categories", [Choice(f"cat:{cid}", name) for cid, name in categories
+                              if f"cat:{cid}" not in seen][:100]),
+              ("Something new", [Choice(NEW, "Something new (give it a title and a category)")])]
+    return [(label, items) for label, items in groups if items]
+
+
+def _option(c: Choice) -> dict[str, Any]:
+    text = c.label if len(c.label) <= MAX_OPTION else c.label[: MAX_OPTION - 1] + "…"
+    return {"text": {"type": "plain_text", "text": text}, "value": c.value[:150]}
+
+
+def resolve_modal(answer_id: str, channel: str, thread_ts: str,
+                  groups: list[tuple[str, list[Choice]]], categories: Sequence[tuple[str, str]],
+                  current: dict[str, str] | None = None) -> dict[str, Any]:
+    """The form: the cause, a title and category for something new, what fixed it, a link.
+    `current` (value, title, category, fix, link) fills it in to correct a resolution."""
+    cur = current or {}
+    select: dict[str, Any] = {"type": "static_select", "action_id": "value",
+                              "placeholder": {"type": "plain_text", "text": "Pick the cause"},
+                              "option_groups": [{"label": {"type": "plain_text",
+                                                           "text": label[:75]},
+                                                 "options": [_option(c) for c in items]}
+                                                for label, items in groups]}
+    chosen = [c for _, items in groups for c in items if c.value == cur.get("value")]
+    if chosen:
+        select["initial_option"] = _option(chosen[0])
+    new_cat: dict[str, Any] = {"type": "static_select", "action_id": "value",
+                               "placeholder": {"type": "plain_text", "text": "Category"},
+                               "options": [_option(Choice(cid, name))
+                                           for cid, name in categories][:100]}
+    if cur.get("category"):
+        match = [Choice(cid, name) for cid, name in categories if cid == cur["category"]]
+        if match:
+            new_cat["initial_option"] = _option(match[0])
+
+    def text_input(block: str, label: str, limit: int, optional: bool, multiline: bool = False,
+                   initial: str | None = None) -> dict[str, Any]:
+        element: dict[str, Any] = {"type": "plain_text_input", "action_id": "value",
+                                   "max_length": limit, "multiline": multiline}
+        if initial:
+            element["initial_value"] = initial[:limit]
+        return {"type": "input", "block_id": block, "optional": optional,
+                "label": {"type": "plain_text", "text": label}, "element": element}
+
+    link: dict[str, Any] = {"type": "url_text_input", "action_id": "value"}
+    if cur.get("link"):
+        link["initial_value"] = cur["link"]
+    return {
+        "type": "modal", "callback_id": VIEW_RESOLVE,
+        "private_metadata": json.dumps({"a": answer_id, "c": channel, "t": thread_ts}),
+        "title": {"type": "plain_text", "text": "Resolved"},
+        "submit": {"type": "plain_text", "text": "Save"},
+        "blocks": [
+            {"type": "input", "block_id": "cause",
+             "label": {"type": "plain_text", "text": "What was the cause?"}, "element": select},
+            text_input("title", "Title (for something new)", 150, True,
+                       initial=cur.get("title")),
+            {"type": "input", "block_id": "category", "optional": True,
+             "label": {"type": "plain_text", "text": "Category (for something new)"},
+             "element": new_cat},
+            text_input("fix", "What fixed it?", 500, False, multiline=True,
+                       initial=cur.get("fix")),
+            {"type": "input", "block_id": "link", "optional": True,
+             "label": {"type": "plain_text", "text": "Link (PR, runbook, ticket)"},
+             "element": link},
+            context("Saved for this team: later answers to the same failure name this cause "
+                    "first and link this thread. The log is kept redacted and bounded."),
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A filled-in form, read and checked."""
+
+    answer_id: str
+    channel: str
+    thread_ts: str
+    value: str
+    title: str
+    category: str | None
+    fix: str
+    link: str | None
+
+
+def read_submission(view: dict[str, Any]) -> tuple[Submission | None, dict[str, str]]:
+    """The form's values, or the errors to show beside its fields (block id -> message)."""
+    try:
+        meta = json.loads(view.get("private_metadata") or "{}")
+        values = (view.get("state") or {}).get("values") or {}
+        meta_ok = isinstance(meta, dict) and all(isinstance(meta.get(k), str) and meta.get(k)
+                                                 for k in ("a", "c", "t"))
+    except (ValueError, AttributeError):
+        meta, values, meta_ok = {}, {}, False
+
+    def field(block: str) -> dict[str, Any]:
+        got = values.get(block, {}).get("value") if isinstance(values, dict) else None
+        return got if isinstance(got, dict) else {}
+
+    cause = (field("cause").get("selected_option") or {}).get("value") or ""
+    category = (field("category").get("selected_option") or {}).get("value")
+    title = str(field("title").get("value") or "").strip()
+    fix = str(field("fix").get("value") or "").strip()
+    link = str(field("link").get("value") or "").strip() or None
+    errors: dict[str, str] = {}
+    if not meta_ok:
+        errors["fix"] = "This form is malformed; press Resolved on the answer again."
+    if not cause:
+        errors["cause"] = "Pick the cause."
+    elif cause == NEW and not title:
+        errors["title"] = "Something new needs a short title."
+    elif not (cause == NEW or cause.startswith(("card:", "cat:"))):
+        errors["cause"] = "Pick one of the listed causes."
+    if not fix:
+        errors["fix"] = "Say in a line or two what fixed it."
+    if link and safe_url(link) is None:
+        errors["link"] = "A link must start with http:// or https://."
+    if errors:
+        return None, errors
+    return Submission(meta["a"], meta["c"], meta["t"], cause, title,
+                      str(category) if category else None, fix, link), {}
+
+
+def resolved_message(incident_id: str, who: str, cause: str, fix: str, corrected: bool,
+                     label_note: str = "") -> tuple[list[dict[str, Any]], str]:
+    """The thread's note that it is resolved, with Correct and Forget."""
+    verb = "corrected" if corrected else "resolved"
+    text = (f":white_check_mark: {user_ref(who)} {verb} this thread: `{esc(cause)}` — fixed by "
+            f"{inert(fix)}. Later answers to the same failure will name it first.")
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn",
+                                                                 "text": text}}]
+    blocks.append(context(f"Saved as `{incident_id}`." + (f" {label_note}" if label_note
+                                                          else "")))
+    blocks.append({"type": "actions", "block_id": f"ncclbot_resolved:{incident_id}",
+                   "elements": [button("Correct", ACTION_CORRECT, incident_id),
+                                button("Forget", ACTION_FORGET, incident_id, "danger")]})
+    return blocks, f"Resolved: {cause}"
