@@ -29,7 +29,7 @@ app.add_typer(knowledge_app, name="knowledge")
 schema_app = typer.Typer(help="Print the JSON Schema of a contract.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 serve_app = typer.Typer(
-    help="Run a service: the Slack app or the node agent.", no_args_is_help=True
+    help="Run a service: the Slack app, the node agent or the MCP server.", no_args_is_help=True
 )
 app.add_typer(serve_app, name="serve")
 
