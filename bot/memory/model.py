@@ -224,7 +224,8 @@ def to_corpus(inc: LocalIncident) -> Incident:
         "resolution": inc.resolution,
         "confirmed_by": Confirmation(
             who="reporter" if inc.confirmed_by.role == "asker" else "maintainer",
-            author=inc.confirmed_by.who, url=inc.link if inc.link != url else None,
+            role="reporter" if inc.confirmed_by.role == "asker" else "maintainer",
+            author=inc.confirmed_by.who, url=inc.link or url,
             quote=quote[:MAX_QUOTE_CHARS]),
         "versions": inc.versions, "hardware": inc.hardware, "question": inc.question})
 
