@@ -92,6 +92,7 @@ class Conversation:
         lang = choose(*d.lang_prefs(user, channel), question or " ".join(ctx.questions[-1:]))
         status = StatusMessage(client, channel, thread_ts,
                                f"reading {len(files)} log(s)…" if files else "thinking…")
+        new: list[Download] = []
         try:
             new, dups, rejected = self.fetch(files, client, channel, thread_ts, status)
             notes = [f"{r.name} {r.reason}" for r in rejected]
@@ -138,9 +139,26 @@ class Conversation:
                              channel, thread_ts, user)
         except Exception:
             log.exception("answering failed")
+            # Every message of a thread reads all of the thread's logs again: a log whose
+            # answer failed would fail each later message too, so it leaves the thread.
+            dropped = self._forget(channel, thread_ts, new)
             status.finish(blocks.message(
                 ":warning: Something went wrong while answering; the error is in the bot's log. "
-                "Try again, or run `ncclbot analyze` on the log."))
+                + (f"I set aside {', '.join(f'`{x.name}`' for x in dropped)} so that the rest "
+                   "of this thread still works. " if dropped else "")
+                + "Try again, or run `ncclbot analyze` on the log."))
+
+    def _forget(self, channel: str, thread_ts: str, logs: list[Download]) -> list[Download]:
+        """Take the logs out of the thread; those it could take out."""
+        out = []
+        for x in logs:
+            try:
+                self.deps.store.forget_log(channel, thread_ts, x.fingerprint or x.sha256)
+                out.append(x)
+            except Exception as exc:  # noqa: BLE001 - the answer already failed; say so
+                log.warning("could not take %s out of %s:%s: %s", x.name, channel, thread_ts,
+                            exc)
+        return out
 
     def _answer(self, question: str, refs: list[LogRef], key: str, status: StatusMessage,
                 tid: str, llm: bool | None = None) -> Answer:
