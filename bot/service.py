@@ -18,7 +18,7 @@ from bot.diagnosis import asked, nearest
 from bot.diagnosis.asked import QuestionIndex
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.nearest import IncidentIndex
-from bot.errors import KnowledgeError
+from bot.errors import InputError, KnowledgeError
 from bot.knowledge import cards as cards_module
 from bot.knowledge.cards import Card, card_files, load_cards
 from bot.knowledge.incidents import Incident, incident_files, load_incidents
@@ -33,7 +33,7 @@ from bot.logs.flight_recorder import (
 )
 from bot.logs.fr_sandbox import DumpInput, read_dumps
 from bot.logs.model import LogReport
-from bot.logs.sources import Limits, LogSource, SourceStats, expand_inputs
+from bot.logs.sources import ATTACH_HINT, Limits, LogSource, SourceStats, expand_inputs
 from bot.retrieval import tokenize
 from tools.hang.model import HangSample
 
@@ -119,6 +119,11 @@ def analyze_sources(
     cards = list(cards if cards is not None else knowledge_for(cache)[0])
     limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
     dumps, texts, dump_stats = split_dumps(sources)
+    if not texts and not dumps and dump_stats:  # only dumps, none of them usable
+        why = [f"{s.name}: {p.removeprefix('skipped: ')}" for s in dump_stats
+               for p in s.problems]
+        more = f"; and {len(why) - 5} more" if len(why) > 5 else ""
+        raise InputError("nothing to analyze: " + "; ".join(why[:5]) + more, hint=ATTACH_HINT)
     if texts or not dumps:
         report = analyzer_for(cards, cache).analyze(texts, limits)
     else:

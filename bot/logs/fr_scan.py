@@ -64,9 +64,8 @@ class DumpError(ValueError):
 
 
 def _refuse(why: str) -> DumpError:
-    return DumpError(f"refused: {why}; a Flight Recorder dump holds only plain data, so "
-                     "this file is not one (nothing in it was run): attach the file torch "
-                     "wrote for the rank")
+    return DumpError(f"refused: {why} (crafted or damaged, nothing in it was run; get the "
+                     "rank's own dump)")
 
 
 def scan_pickle(data: bytes) -> None:
@@ -149,9 +148,7 @@ def scan_pickle(data: bytes) -> None:
             elif name in _PUT or name == "MEMOIZE":
                 index = len(memo) if name == "MEMOIZE" else int(arg)  # type: ignore[arg-type]
                 if index > len(memo) + MEMO_SLACK:
-                    raise _refuse(f"memo index {index} at byte {pos} while {len(memo)} "
-                                  "entries were stored (the unpickler would allocate a memo "
-                                  "that large)")
+                    raise _refuse(f"memo index {index} at byte {pos}, {len(memo)} stored")
                 if not stack or stack[-1] == _MARK:
                     raise DumpError(f"malformed pickle (memoizes nothing at byte {pos})")
                 memo[index] = stack[-1]
@@ -171,10 +168,10 @@ def scan_pickle(data: bytes) -> None:
         raise
     except (ValueError, TypeError, KeyError) as exc:  # what genops says of a bad stream
         raise DumpError(f"not a readable Flight Recorder dump (truncated or not one: "
-                        f"{str(exc)[:160]}); copy the rank's dump file again") from None
+                        f"{str(exc)[:120]}); copy the rank's dump again") from None
     if not stopped or len(stack) != 1:
         raise DumpError("not a readable Flight Recorder dump (truncated or not one: the "
-                        "pickle does not end)")
+                        "pickle does not end); copy the rank's dump again")
     if stack[0] >= 0:
         _expansion(stack[0], kids, leaves, EXPANSION * ops + EXPANSION_BASE)
 
@@ -205,9 +202,8 @@ def _expansion(root: int, kids: list[list[int]], leaves: list[int], cap: int) ->
         on_path.discard(node)
         n = 1 + leaves[node] + sum(total[c] for c in children)
         if n > cap:
-            raise _refuse(f"memo references that expand to more than {cap} items (from a file "
-                          f"of {sum(len(k) for k in kids) + sum(leaves)} items: nested "
-                          "references, a 'billion laughs')")
+            raise _refuse(f"memo references expand to over {cap} items from "
+                          f"{sum(len(k) for k in kids) + sum(leaves)}, a 'billion laughs'")
         total[node] = n
     return total[root]
 

@@ -21,6 +21,8 @@ from bot.troubleshooter import Question
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+#: the summary of an answer whose backend failed unexpectedly (`Answer.failure`)
+FAILED = Answer.failure(RuntimeError()).summary
 
 
 def clean_text(text: str) -> str:
@@ -118,6 +120,14 @@ class Conversation:
                 # account follows in the thread when (if) it comes
                 answer = self._answer(asked, refs, key, status, thread_id(channel, thread_ts),
                                       llm=False if d.troubleshooter.uses_llm else None)
+                # Every message of a thread reads all of the thread's logs again: new logs
+                # whose answer failed would fail each later message too.
+                failed = new and answer.verdict == "error" and answer.summary == FAILED
+                if failed and (dropped := self._forget(channel, thread_ts, new)):
+                    notes.insert(0, set_aside(dropped))
+                    new = [x for x in new if x not in dropped]
+                    refs = d.store.logs(channel, thread_ts)
+                    key = logs_key(refs)
                 answer_id = d.store.save_answer(channel, thread_ts, answer, key)
             else:
                 answer, answer_id = stored, old_id
@@ -144,8 +154,7 @@ class Conversation:
             dropped = self._forget(channel, thread_ts, new)
             status.finish(blocks.message(
                 ":warning: Something went wrong while answering; the error is in the bot's log. "
-                + (f"I set aside {', '.join(f'`{x.name}`' for x in dropped)} so that the rest "
-                   "of this thread still works. " if dropped else "")
+                + (set_aside(dropped) + " " if dropped else "")
                 + "Try again, or run `ncclbot analyze` on the log."))
 
     def _forget(self, channel: str, thread_ts: str, logs: list[Download]) -> list[Download]:
@@ -283,6 +292,12 @@ class Conversation:
         if question:
             ctx.questions = [*ctx.questions, question][-10:]
         self.deps.store.save_context(channel, thread_ts, ctx)
+
+
+def set_aside(logs: list[Download]) -> str:
+    return (f"I set aside {', '.join(f'`{x.name}`' for x in logs)}: answering with "
+            f"{'it' if len(logs) == 1 else 'them'} failed, and the rest of this thread still "
+            "works without. Run `ncclbot analyze` on the file for the error.")
 
 
 def merge_candidates(old: list[dict[str, Any]], answer: Answer, keep: int = 10
