@@ -99,13 +99,13 @@ class _Child:
 
     def __init__(self, limits: SandboxLimits) -> None:
         self.limits = limits
-        root = str(Path(__file__).resolve().parents[2])  # where `bot` is importable from
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-        env.pop("PYTHONSTARTUP", None)
+        # Not the bot's environment (its tokens): where `bot` is importable from, and PATH.
+        root = str(Path(__file__).resolve().parents[2])
+        env = {"PYTHONPATH": root, "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+               "LC_ALL": "C.UTF-8"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.logs.fr_sandbox", str(limits.memory_bytes),
-             str(limits.cpu_s_per_dump)],
+            [sys.executable, "-s", "-B", "-m", "bot.logs.fr_sandbox",
+             str(limits.memory_bytes), str(limits.cpu_s_per_dump)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, cwd="/")
         self.killed_for_time = False

@@ -160,3 +160,26 @@ def test_the_memo_and_laughs_files_cost_analyze_under_100_mb(tmp_path: Path, kin
     answer = json.loads(proc.stdout)
     assert any(name in n and "refused" in n for n in answer["notes"])
     assert answer["diagnosis"]["suspects"][0]["rank"] == 2
+
+
+def test_the_reader_child_is_limited_and_has_none_of_the_bots_secrets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from bot.logs.fr_sandbox import _Child
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-not-for-the-child")
+    child = _Child(SandboxLimits())
+    try:  # once it answered a dump, it has set its limits
+        got = child.parse("fr_trace_0", pickle.dumps({"version": "2.10", "entries": []}, 2))
+        assert isinstance(got, FrDump)
+        pid = child.proc.pid
+        assert b"xoxb-not-for-the-child" not in Path(f"/proc/{pid}/environ").read_bytes()
+        limits = {line[:26].strip(): line[26:].split()[:2]
+                  for line in Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]}
+        assert limits["Max address space"][0] != "unlimited"
+        assert int(limits["Max address space"][0]) < 2 * 2**30
+        assert limits["Max cpu time"][0] != "unlimited"
+        assert limits["Max file size"] == ["0", "0"]
+    finally:
+        child.close()
