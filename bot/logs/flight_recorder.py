@@ -94,8 +94,8 @@ class FrDump:
 
 def _text(value: Any, default: str = "?") -> str:
     """A scalar as bounded text; a container, or an integer too long to print, is `default`."""
-    if isinstance(value, str):
-        return value[:MAX_TEXT]
+    if isinstance(value, str):  # a lone surrogate (pickle allows it) would fail JSON later
+        return value[:MAX_TEXT].encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):

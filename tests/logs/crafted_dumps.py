@@ -213,6 +213,8 @@ def crafted() -> list[tuple[str, bytes, str]]:
         "sets, frozensets, bytes")
     add("many_entries", plain(fr([entry(collective_seq_id=i) for i in range(30_000)])),
         "30,000 entries (over the 20,000 kept)")
+    add("lone_surrogates", dump_with(b"X\x03\x00\x00\x00\xed\xa0\x80", "profiling_name"),
+        "a lone surrogate in profiling_name (pickle takes it; JSON and Slack do not)")
     # JSON dumps
     head = b'{"version": "2.10", "pg_config": {}, "entries": '
     add("json_deep", head + b"[" * 100_000 + b"]" * 100_000 + b"}",

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the `ncclbot` command as installed (its console script), run as a process of its own
 NCCLBOT = [sys.executable, "-c", "import sys; from bot.cli.main import main; sys.exit(main())"]
 CASE = ROOT / "tests" / "fixtures" / "logs" / "oom-one-rank.yaml"
-#: crafted files whose data is usable as it is (a dump with 100,000 sizes: shown shortened)
-USABLE = {"sizes_long"}
+#: crafted files whose data is usable as it is (a dump with 100,000 sizes: shown shortened;
+#: a lone surrogate in a name: replaced)
+USABLE = {"sizes_long", "lone_surrogates"}
 
 
 def _kind(name: str) -> str:
