@@ -57,9 +57,8 @@ class _PlainDataUnpickler(pickle.Unpickler):
     """Builtin containers and scalars only: any global (class, function) is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise DumpError(f"refused: the dump references {module[:100]}.{name[:100]}; a Flight "
-                        "Recorder dump holds only plain data, so this file is not one "
-                        "(nothing in it was run)")
+        raise DumpError(f"refused: the dump references {module[:100]}.{name[:100]} (crafted "
+                        "or damaged, nothing in it was run; get the rank's own dump)")
 
 
 def looks_like_dump(head: bytes, name: str = "") -> bool:
@@ -149,7 +148,7 @@ def _sizes(value: Any, budget: int = 120) -> str:
         else:
             out.append(_text(item, "?"))
     text = "".join(out)
-    return text if not todo else text[:budget] + "…"
+    return text if not todo and len(text) <= budget else text[:budget] + "…"
 
 
 #: the fields torch writes in an entry and their types (a missing one is fine)
