@@ -114,8 +114,11 @@ class _Child:
     def alive(self) -> bool:
         return not self.retired and self.proc.poll() is None
 
-    def _kill(self) -> None:
+    def _out_of_time(self) -> None:
         self.killed_for_time = True
+        self._kill()
+
+    def _kill(self) -> None:
         try:
             self.proc.kill()
         except OSError:
@@ -126,11 +129,11 @@ class _Child:
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
         wall = self.limits.wall_s + self.limits.wall_s_per_mib * len(data) / 2**20
-        timer = threading.Timer(wall, self._kill)
+        timer = threading.Timer(wall, self._out_of_time)
         timer.daemon = True
         timer.start()
         try:
-            stdin.write(json.dumps({"name": name, "size": len(data)}).encode() + b"\n")
+            stdin.write(json.dumps({"name": name[:500], "size": len(data)}).encode() + b"\n")
             stdin.write(data)
             stdin.flush()
             line = stdout.readline(self.limits.answer_bytes)
