@@ -66,8 +66,10 @@ def looks_like_dump(head: bytes, name: str = "") -> bool:
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return True
     text = head[:4096].lstrip()
-    return text.startswith(b"{") and b'"entries"' in head and (b'"pg_config"' in head
-                                                               or b'"version"' in head)
+    # torch writes the keys sorted: "comm_lib_version", "entries" (all of the entries), ...,
+    # "pg_config", "version", so only the start of the first entry is in a big dump's head
+    return text.startswith(b"{") and b'"entries"' in head and any(
+        key in head for key in (b'"pg_config"', b'"version"', b'"collective_seq_id"'))
 
 
 @dataclass(frozen=True)
