@@ -18,7 +18,9 @@ from tests.logs.crafted_dumps import crafted, write
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the `ncclbot` command as installed (its console script), run as a process of its own
-NCCLBOT = [sys.executable, "-c", "import sys; from bot.cli.main import main; sys.exit(main())"]
+_SCRIPT = Path(sys.executable).with_name("ncclbot")
+NCCLBOT = [str(_SCRIPT)] if _SCRIPT.exists() else [
+    sys.executable, "-c", "import sys; from bot.cli.main import main; sys.exit(main())"]
 CASE = ROOT / "tests" / "fixtures" / "logs" / "oom-one-rank.yaml"
 #: crafted files whose data is usable as it is (a dump with 100,000 sizes: shown shortened;
 #: a lone surrogate in a name: replaced)
