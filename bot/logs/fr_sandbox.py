@@ -1,14 +1,14 @@
 """Flight Recorder dumps are read in a child process that may die of them.
 
-`read_dumps` starts one child (`python -m bot.logs.fr_sandbox`) for a batch of dumps and
-sends them one at a time over its stdin; the child limits its own address space
-(RLIMIT_AS), CPU time (RLIMIT_CPU, per dump) and file writes before it reads anything,
-parses each dump with `bot.logs.flight_recorder.parse_dump_here` and answers one JSON line
-of bounded fields. The parent kills a child that takes longer than the dump's wall
-timeout, rebuilds every field from that line with its type checked (nothing of the child's
-is trusted), and starts a fresh child for the rest of the batch when one died. So a dump
-that gets past every check still costs one bounded child, not the bot: the dump becomes a
-`DumpError` note and the other dumps are still read.
+`read_dumps` starts one child (`python -m bot.logs.fr_sandbox`) for a batch of dumps, at
+most two at once per process, and sends them one at a time over its stdin; the child
+limits its own address space (RLIMIT_AS), CPU time (RLIMIT_CPU, per dump) and file writes
+before it reads anything, parses each dump with `flight_recorder.parse_dump_here` and
+answers one JSON line of bounded fields. The parent kills a child that takes longer than
+the dump's wall timeout, rebuilds every field from that line with its type checked
+(nothing of the child's is trusted), and starts a fresh child for the rest of the batch
+when one died. So a dump that gets past every check still costs one bounded child, not
+the bot: the dump becomes a `DumpError` note and the other dumps are still read.
 """
 
 from __future__ import annotations
@@ -40,12 +40,18 @@ class SandboxLimits:
     """What one child may use: address space above what it started with, CPU seconds per
     dump, and wall seconds per dump (a base plus a rate per MiB)."""
 
-    memory_bytes: int = 768 * 2**20
+    #: a real 8.2 MiB dump (20,000 entries, 153-frame stacks) needs under 128 MiB
+    memory_bytes: int = 384 * 2**20
     cpu_s_per_dump: int = 60
     wall_s: float = 30.0
     wall_s_per_mib: float = 6.0
     #: the most a child's answer for one dump may be (20,000 entries of bounded fields)
     answer_bytes: int = 64 * 2**20
+
+
+#: dump readers running at once in this process: the bot's pod shares one memory limit
+#: with its children, so more analyses at once wait for a reader instead
+READERS = threading.BoundedSemaphore(2)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,13 @@ class DumpInput:
 def read_dumps(inputs: Sequence[DumpInput], limits: SandboxLimits | None = None
                ) -> list[FrDump | DumpError]:
     """Each input's dump, or the `DumpError` that says why it was not used, in order."""
-    limits = limits or SandboxLimits()
+    if not inputs:
+        return []
+    with READERS:
+        return _read(inputs, limits or SandboxLimits())
+
+
+def _read(inputs: Sequence[DumpInput], limits: SandboxLimits) -> list[FrDump | DumpError]:
     out: list[FrDump | DumpError] = []
     child: _Child | None = None
     try:
