@@ -41,6 +41,11 @@ def _rss_kib() -> int:
     return 0
 
 
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--depth", type=int, default=150)
@@ -73,12 +78,14 @@ def measure(data: bytes) -> None:
              [DumpInput(n, lambda d=d: d) for n, d, _ in crafted()])]
     for what, inputs in runs:
         before = _rss_kib()
+        cpu0 = _children_cpu()
         t0 = time.monotonic()
         got = read_dumps(inputs)
         took = time.monotonic() - t0
         used = sum(1 for g in got if not isinstance(g, Exception))
         child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        print(f"{what}: {took:.2f} s, {used}/{len(got)} read, bot RSS +"
+        print(f"{what}: {took:.2f} s ({_children_cpu() - cpu0:.2f} s of the children's CPU), "
+              f"{used}/{len(got)} read, bot RSS +"
               f"{(_rss_kib() - before) / 1024:.0f} MB, children's peak RSS so far "
               f"{child / 1024:.0f} MB")
 
