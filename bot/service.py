@@ -6,7 +6,7 @@ import hashlib
 import os
 import pickle
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO, TypeVar
@@ -18,7 +18,7 @@ from bot.diagnosis import asked, nearest
 from bot.diagnosis.asked import QuestionIndex
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.nearest import IncidentIndex
-from bot.errors import KnowledgeError
+from bot.errors import InputError, KnowledgeError
 from bot.knowledge import cards as cards_module
 from bot.knowledge.cards import Card, card_files, load_cards
 from bot.knowledge.incidents import Incident, incident_files, load_incidents
@@ -30,10 +30,10 @@ from bot.logs.flight_recorder import (
     FrDump,
     analyze_dumps,
     looks_like_dump,
-    parse_dump,
 )
+from bot.logs.fr_sandbox import DumpInput, read_dumps
 from bot.logs.model import LogReport
-from bot.logs.sources import Limits, LogSource, SourceStats, expand_inputs
+from bot.logs.sources import ATTACH_HINT, Limits, LogSource, SourceStats, expand_inputs
 from bot.retrieval import tokenize
 from tools.hang.model import HangSample
 
@@ -119,6 +119,11 @@ def analyze_sources(
     cards = list(cards if cards is not None else knowledge_for(cache)[0])
     limits = Limits(settings.max_input_bytes, settings.max_zip_ratio) if settings else Limits()
     dumps, texts, dump_stats = split_dumps(sources)
+    if not texts and not dumps and dump_stats:  # only dumps, none of them usable
+        why = [f"{s.name}: {p.removeprefix('skipped: ')}" for s in dump_stats
+               for p in s.problems]
+        more = f"; and {len(why) - 5} more" if len(why) > 5 else ""
+        raise InputError("nothing to analyze: " + "; ".join(why[:5]) + more, hint=ATTACH_HINT)
     if texts or not dumps:
         report = analyzer_for(cards, cache).analyze(texts, limits)
     else:
@@ -135,37 +140,33 @@ def analyze_sources(
 
 def split_dumps(sources: Sequence[LogSource]) -> tuple[list[FrDump], list[LogSource],
                                                         list[SourceStats]]:
-    """Flight Recorder dumps (read and checked) apart from text logs; a dump that cannot be
-    used is skipped with a note on its source."""
-    dumps: list[FrDump] = []
+    """Flight Recorder dumps (read and checked in one sandboxed child, `read_dumps`) apart
+    from text logs; a dump that cannot be used is skipped with a note on its source."""
     texts: list[LogSource] = []
     stats: list[SourceStats] = []
+    found: list[LogSource] = []
     for src in sources:
         if not src.closeable:  # stdin: a text log
             texts.append(src)
             continue
         try:
-            fh = src.opener()
-        except OSError:
-            texts.append(src)  # the text reader says what went wrong
-            continue
-        with fh:
-            try:
+            with src.opener() as fh:
                 head = fh.read(8192)
-            except OSError:
-                texts.append(src)
-                continue
-            if not looks_like_dump(head, src.name):
-                texts.append(src)
-                continue
-            stats.append(src.stats)
-            try:  # a dump is read on from the same handle
-                data = head + fh.read(MAX_DUMP_BYTES + 1 - len(head))
-                dump = parse_dump(data, src.name)
-            except (OSError, DumpError) as exc:
-                src.stats.problems.append(f"skipped: {exc}")
-                continue
-        src.stats.bytes_read = len(data)
+        except Exception:  # noqa: BLE001 - the text reader says what went wrong
+            texts.append(src)
+            continue
+        if not looks_like_dump(head, src.name):
+            texts.append(src)
+            continue
+        stats.append(src.stats)
+        found.append(src)
+    dumps: list[FrDump] = []
+    got = read_dumps([DumpInput(src.name, partial(_read_dump, src)) for src in found])
+    for src, dump in zip(found, got, strict=True):
+        if isinstance(dump, DumpError):
+            why = str(dump)
+            src.stats.problems.append(f"skipped: {why.removeprefix(f'{src.name}: ')}")
+            continue
         src.stats.problems += dump.notes
         if dump.rank is None:
             src.stats.problems.append("skipped: the rank is not in the file name (torch "
@@ -173,6 +174,19 @@ def split_dumps(sources: Sequence[LogSource]) -> tuple[list[FrDump], list[LogSou
             continue
         dumps.append(dump)
     return dumps, texts, stats
+
+
+def _read_dump(src: LogSource) -> bytes:
+    """A dump's bytes (one more than a dump may have, so that too many is seen)."""
+    try:
+        with src.opener() as fh:
+            data = fh.read(MAX_DUMP_BYTES + 1)
+    except OSError:
+        raise
+    except Exception as exc:
+        raise OSError(f"{type(exc).__name__} while reading it") from exc
+    src.stats.bytes_read = len(data)
+    return data
 
 
 def analyze_paths(

@@ -22,10 +22,12 @@ import binascii
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 from bot.diagnosis.rules import Signal
-from bot.logs.flight_recorder import DumpError, FrDump, FrFinding, analyze_dumps, parse_dump
+from bot.logs.flight_recorder import DumpError, FrDump, FrFinding, analyze_dumps
+from bot.logs.fr_sandbox import DumpInput, read_dumps
 from bot.logs.model import Evidence
 from tools.hang.model import Frame, HangSample, RankSample, ThreadStack
 from tools.hang.ras import compare
@@ -110,19 +112,27 @@ def _ev(host: str, text: str, rank: int | None) -> Evidence:
 
 
 def _dumps(samples: Sequence[HangSample], notes: list[str]) -> list[FrDump]:
+    """The ranks' Flight Recorder dumps, read in one sandboxed child (`read_dumps`); a dump
+    that cannot be used is a note."""
+    todo = [(s.host, r.rank, r.fr_dump_b64) for s in samples for r in s.ranks
+            if r.fr_dump_b64 and r.rank is not None]
+    got = read_dumps([DumpInput(f"{host}:fr_trace_{rank}", partial(_b64, b64))
+                      for host, rank, b64 in todo])
     out = []
-    for s in samples:
-        for r in s.ranks:
-            if not r.fr_dump_b64 or r.rank is None:
-                continue
-            try:
-                dump = parse_dump(base64.b64decode(r.fr_dump_b64), f"{s.host}:fr_trace_{r.rank}")
-            except (DumpError, binascii.Error, ValueError) as exc:
-                notes.append(f"{s.host} rank {r.rank}: Flight Recorder dump not used ({exc})")
-                continue
-            dump.rank = r.rank
-            out.append(dump)
+    for (host, rank, _), dump in zip(todo, got, strict=True):
+        if isinstance(dump, DumpError):
+            notes.append(f"{host} rank {rank}: Flight Recorder dump not used ({dump})")
+            continue
+        dump.rank = rank
+        out.append(dump)
     return out
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text)
+    except (binascii.Error, ValueError) as exc:
+        raise OSError(f"not base64 ({exc})") from None
 
 
 def _odd_ones(places: Sequence[RankPlace]) -> tuple[list[RankPlace], str] | None:

@@ -7,9 +7,12 @@ same as JSON (`_dump_fr_trace_json`). Every entry is one collective a rank sched
 process group, `collective_seq_id`, `profiling_name` (`nccl:all_reduce`,
 `gloo:all_reduce`), sizes, dtypes, state and the Python frames that called it.
 
-**Pickle is code**: dumps are loaded with an unpickler that resolves no global at all, so
-only builtin containers and scalars come back; a dump that names anything else (the way a
-crafted pickle runs a command) is refused before anything runs.
+**Pickle is code, and a memory bomb**: a dump is never unpickled in the bot's process.
+`bot.logs.fr_sandbox` hands it to a child process with memory and CPU limits and a wall
+timeout; there `bot.logs.fr_scan` first checks every opcode (no global, no `BUILD`, memo
+indices in order, lengths inside the file, bounded nesting and expansion), an unpickler
+that resolves no global at all loads it, and `dump_from_raw` keeps only bounded text and
+integers (never the text of a container). A dump that fails any of this is one note.
 
 The analysis does what `torch.distributed.flight_recorder.fr_trace` does for the first
 question people ask: per process group, match collectives across ranks by sequence id;
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import pickle
 import re
 from collections import defaultdict
@@ -31,23 +35,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.logs.fr_scan import DumpError, scan_json, scan_pickle
+
+__all__ = ["MAX_DUMP_BYTES", "DumpError", "FrDump", "FrEntry", "FrFinding", "analyze_dumps",
+           "dump_from_raw", "looks_like_dump", "parse_dump", "parse_dump_here"]
+
 #: A dump larger than this is not read (a rank's ring buffer of 20,000 entries is ~10 MiB).
 MAX_DUMP_BYTES = 64 * 2**20
 MAX_ENTRIES = 20_000
-_RANK_IN_NAME = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin))?$")
-
-
-class DumpError(ValueError):
-    """A dump that cannot be read; the message says why and what to do."""
+#: the longest text kept of any one field, and of a frame list
+MAX_TEXT = 300
+MAX_FRAMES = 64
+#: the ranks kept of all process groups together (`pg_config`)
+MAX_GROUP_RANKS = 200_000
+_RANK_IN_NAME = re.compile(r"(?<!\d)(\d{1,7})(?:\.(?:pkl|pickle|json|bin))?$")
+#: a sequence id, a rank: what fits in 63 bits (a crafted huge one is dropped, never printed)
+_MAX_ID = 2**63 - 1
 
 
 class _PlainDataUnpickler(pickle.Unpickler):
     """Builtin containers and scalars only: any global (class, function) is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise DumpError(f"refused: the dump references {module}.{name}; a Flight Recorder "
-                        "dump holds only plain data, so this file is not one (nothing in it "
-                        "was run)")
+        raise DumpError(f"refused: the dump references {module[:100]}.{name[:100]} (crafted "
+                        "or damaged, nothing in it was run; get the rank's own dump)")
 
 
 def looks_like_dump(head: bytes, name: str = "") -> bool:
@@ -55,8 +66,10 @@ def looks_like_dump(head: bytes, name: str = "") -> bool:
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return True
     text = head[:4096].lstrip()
-    return text.startswith(b"{") and b'"entries"' in head and (b'"pg_config"' in head
-                                                               or b'"version"' in head)
+    # torch writes the keys sorted: "comm_lib_version", "entries" (all of the entries), ...,
+    # "pg_config", "version", so only the start of the first entry is in a big dump's head
+    return text.startswith(b"{") and b'"entries"' in head and any(
+        key in head for key in (b'"pg_config"', b'"version"', b'"collective_seq_id"'))
 
 
 @dataclass(frozen=True)
@@ -80,72 +93,194 @@ class FrDump:
     groups: dict[str, list[int]] = field(default_factory=dict)
 
 
+def _text(value: Any, default: str = "?") -> str:
+    """A scalar as bounded text; a container, or an integer too long to print, is `default`."""
+    if isinstance(value, str):  # a lone surrogate (pickle allows it) would fail JSON later
+        return value[:MAX_TEXT].encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value) if -_MAX_ID <= value <= _MAX_ID else default
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else default
+    if isinstance(value, bytes):
+        return value[:MAX_TEXT].decode("utf-8", "replace")
+    return default
+
+
+def _small_int(value: Any) -> int | None:
+    """An id (sequence id, rank) as an int in [0, 2**63); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        value = int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= _MAX_ID:
+        return value
+    return None
+
+
+def _sizes(value: Any, budget: int = 120) -> str:
+    """Nested lists of sizes as Python prints them ("[[8]]"), bounded in length and depth."""
+    out: list[str] = []
+    todo: list[Any] = [value]
+    depth = 0
+    while todo and sum(map(len, out)) < budget:
+        item = todo.pop()
+        if item is _CLOSE:
+            out.append("]")
+            depth -= 1
+        elif item is _COMMA:
+            out.append(", ")
+        elif isinstance(item, list | tuple):
+            if depth >= 4:
+                out.append("[…]")
+                continue
+            out.append("[")
+            depth += 1
+            todo.append(_CLOSE)
+            head = list(item[:16])
+            for i, x in enumerate(reversed(head)):
+                todo.append(x)
+                if i < len(head) - 1:
+                    todo.append(_COMMA)
+            if len(item) > 16:
+                out.append(f"{len(item)} items: ")
+        else:
+            out.append(_text(item, "?"))
+    text = "".join(out)
+    return text if not todo and len(text) <= budget else text[:budget] + "…"
+
+
+#: the fields torch writes in an entry and their types (a missing one is fine)
+_FIELD_TYPES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("profiling_name", str), ("state", str), ("input_sizes", (list, tuple)),
+    ("process_group", (list, tuple)), ("frames", list))
+
+_CLOSE = object()
+_COMMA = object()
+
+
 def _group_ranks(config: Any) -> dict[str, list[int]]:
     """`pg_config` maps a group's name to its `ranks`, a list or its text ("[0, 1, 2, 3]")."""
     out: dict[str, list[int]] = {}
     if not isinstance(config, dict):
         return out
+    budget = MAX_GROUP_RANKS  # over all groups: a crafted config shares one huge list
     for name, cfg in list(config.items())[:1000]:
         ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
         if isinstance(ranks, str):
-            ranks = re.findall(r"\d+", ranks[:200_000])
-        if isinstance(ranks, list) and ranks:
-            try:
-                out[str(name)] = [int(r) for r in ranks[:100_000]]
-            except (TypeError, ValueError):
-                continue
+            ranks = re.findall(r"\d{1,18}", ranks[:200_000])
+        if isinstance(ranks, list) and ranks and len(ranks) <= budget:
+            budget -= len(ranks)
+            ids = [_small_int(r) for r in ranks]
+            if all(i is not None for i in ids):
+                out[_text(name)] = [i for i in ids if i is not None]
     return out
 
 
 def _where(frames: Any) -> str:
+    """The innermost frame outside torch, "file:line (function)"; "" without frames."""
     if not isinstance(frames, list):
         return ""
-    user = [f for f in frames if isinstance(f, dict)
-            and "/torch/" not in str(f.get("filename", ""))]
-    f = (user or [f for f in frames if isinstance(f, dict)] or [{}])[0]
-    return f"{f.get('filename', '?')}:{f.get('line', '?')} ({f.get('name', '?')})" if f else ""
+    dicts = [f for f in frames[:MAX_FRAMES] if isinstance(f, dict)]
+    user = [f for f in dicts if "/torch/" not in _text(f.get("filename"), "")]
+    f = (user or dicts or [{}])[0]
+    return (f"{_text(f.get('filename'))}:{_text(f.get('line'))} ({_text(f.get('name'))})"
+            if f else "")
 
 
-def parse_dump(data: bytes, name: str) -> FrDump:
-    """One rank's dump; `DumpError` (with the reason) when it cannot be used."""
+def looks_like_pickle(data: bytes) -> bool:
+    return data.lstrip()[:1] != b"{"
+
+
+def parse_dump_here(data: bytes, name: str) -> FrDump:
+    """One rank's dump, read in this process: checked (`bot.logs.fr_scan`), loaded, and cut
+    down to bounded fields. Only for a process that may die of it (the sandbox's child);
+    everyone else calls `parse_dump`. `DumpError` (with the reason) when it cannot be used."""
     if len(data) > MAX_DUMP_BYTES:
         raise DumpError(f"{name}: {len(data)} bytes, over the {MAX_DUMP_BYTES} bytes a dump "
                         "may have")
     try:
-        if data.lstrip()[:1] == b"{":
+        if not looks_like_pickle(data):
+            scan_json(data)
             raw = json.loads(data)
         else:
+            scan_pickle(data)
             raw = _PlainDataUnpickler(io.BytesIO(data)).load()
     except DumpError as exc:
         raise DumpError(f"{name}: {exc}") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
-            KeyError) as exc:
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
+            AttributeError, RecursionError) as exc:
         raise DumpError(f"{name}: not a readable Flight Recorder dump (truncated or not one: "
                         f"{type(exc).__name__})") from None
+    return dump_from_raw(raw, name)
+
+
+def dump_from_raw(raw: Any, name: str) -> FrDump:
+    """The fields the analysis uses, from a loaded dump of unknown shape: every one checked,
+    bounded text or a small int; an entry with a field of the wrong type is skipped."""
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
         raise DumpError(f"{name}: not a Flight Recorder dump (no 'entries' list)")
     notes = []
     items = raw["entries"]
     if len(items) > MAX_ENTRIES:
-        notes.append(f"{name}: kept the last {MAX_ENTRIES} of {len(items)} entries")
+        notes.append(f"kept the last {MAX_ENTRIES} of {len(items)} entries")
         items = items[-MAX_ENTRIES:]
     entries = []
+    skipped = 0
+    odd: dict[str, int] = {}
     for e in items:
-        if not isinstance(e, dict) or e.get("is_p2p"):
+        if not isinstance(e, dict):
+            skipped += 1
             continue
+        if e.get("is_p2p") is True:
+            continue
+        for key, kinds in _FIELD_TYPES:
+            if key in e and not isinstance(e[key], kinds):
+                odd[key] = odd.get(key, 0) + 1
+        frames = e.get("frames")
+        if isinstance(frames, list) and not all(isinstance(f, dict)
+                                                for f in frames[:MAX_FRAMES]):
+            odd["frames"] = odd.get("frames", 0) + 1
         pg = e.get("process_group")
-        pg_name = "/".join(str(x) for x in pg) if isinstance(pg, list | tuple) else str(
-            e.get("pg_id", "?"))
-        try:
-            seq = int(e.get("collective_seq_id") or 0)
-        except (TypeError, ValueError):
+        pg_name = ("/".join(_text(x) for x in pg[:4]) if isinstance(pg, list | tuple)
+                   else _text(e.get("pg_id")))
+        seq = _small_int(e.get("collective_seq_id"))
+        if seq is None:
+            skipped += 1
             continue
-        entries.append(FrEntry(pg_name, seq, str(e.get("profiling_name", "?")),
-                               str(e.get("input_sizes", "")), str(e.get("state", "?")),
+        entries.append(FrEntry(pg_name, seq, _text(e.get("profiling_name")),
+                               _sizes(e.get("input_sizes", "")), _text(e.get("state")),
                                _where(e.get("frames"))))
+    if odd:
+        notes.append("fields of an unexpected type, not used: " + ", ".join(
+            f"{key} in {n} entries" for key, n in odd.items()))
+    if skipped:
+        notes.append(f"skipped {skipped} of {len(items)} entries that are not a collective "
+                     "(not a mapping, or no integer collective_seq_id)")
+    version = raw.get("version")
+    if not isinstance(version, str | int | float):
+        notes.append("its version is not text, not used")
+    config = raw.get("pg_config")
+    groups = _group_ranks(config)
+    if config is not None and (not isinstance(config, dict) or len(groups) < len(config)):
+        notes.append("some of its pg_config is not a mapping of groups to ranks, not used")
     m = _RANK_IN_NAME.search(name)
-    return FrDump(name, int(m.group(1)) if m else None, str(raw.get("version", "?")), entries,
-                  notes, _group_ranks(raw.get("pg_config")))
+    return FrDump(name, int(m.group(1)) if m else None, _text(version), entries, notes,
+                  groups)
+
+
+def parse_dump(data: bytes, name: str) -> FrDump:
+    """One rank's dump, read in a sandboxed child process (`bot.logs.fr_sandbox`);
+    `DumpError` (with the reason) when it cannot be used. Many dumps: `read_dumps`."""
+    from bot.logs.fr_sandbox import DumpInput, read_dumps
+
+    (got,) = read_dumps([DumpInput(name, lambda: data)])
+    if isinstance(got, DumpError):
+        raise got
+    return got
 
 
 @dataclass

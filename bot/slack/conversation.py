@@ -21,6 +21,8 @@ from bot.troubleshooter import Question
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+#: the summary of an answer whose backend failed unexpectedly (`Answer.failure`)
+FAILED = Answer.failure(RuntimeError()).summary
 
 
 def clean_text(text: str) -> str:
@@ -94,6 +96,7 @@ class Conversation:
         lang = choose(*d.lang_prefs(user, channel), question or " ".join(ctx.questions[-1:]))
         status = StatusMessage(client, channel, thread_ts,
                                f"reading {len(files)} log(s)…" if files else "thinking…")
+        new: list[Download] = []
         try:
             new, dups, rejected = self.fetch(files, client, channel, thread_ts, status)
             notes = [f"{r.name} {r.reason}" for r in rejected]
@@ -119,6 +122,14 @@ class Conversation:
                 # account follows in the thread when (if) it comes
                 answer = self._answer(asked, refs, key, status, thread_id(channel, thread_ts),
                                       llm=False if d.troubleshooter.uses_llm else None)
+                # Every message of a thread reads all of the thread's logs again: new logs
+                # whose answer failed would fail each later message too.
+                failed = new and answer.verdict == "error" and answer.summary == FAILED
+                if failed and (dropped := self._forget(channel, thread_ts, new)):
+                    notes.insert(0, set_aside(dropped))
+                    new = [x for x in new if x not in dropped]
+                    refs = d.store.logs(channel, thread_ts)
+                    key = logs_key(refs)
                 answer_id = d.store.save_answer(channel, thread_ts, answer, key)
             else:
                 answer, answer_id = stored, old_id
@@ -140,9 +151,25 @@ class Conversation:
                              channel, thread_ts, user)
         except Exception:
             log.exception("answering failed")
+            # Every message of a thread reads all of the thread's logs again: a log whose
+            # answer failed would fail each later message too, so it leaves the thread.
+            dropped = self._forget(channel, thread_ts, new)
             status.finish(blocks.message(
                 ":warning: Something went wrong while answering; the error is in the bot's log. "
-                "Try again, or run `ncclbot analyze` on the log."))
+                + (set_aside(dropped) + " " if dropped else "")
+                + "Try again, or run `ncclbot analyze` on the log."))
+
+    def _forget(self, channel: str, thread_ts: str, logs: list[Download]) -> list[Download]:
+        """Take the logs out of the thread; those it could take out."""
+        out = []
+        for x in logs:
+            try:
+                self.deps.store.forget_log(channel, thread_ts, x.fingerprint or x.sha256)
+                out.append(x)
+            except Exception as exc:  # noqa: BLE001 - the answer already failed; say so
+                log.warning("could not take %s out of %s:%s: %s", x.name, channel, thread_ts,
+                            exc)
+        return out
 
     def _answer(self, question: str, refs: list[LogRef], key: str, status: StatusMessage,
                 tid: str, llm: bool | None = None) -> Answer:
@@ -267,6 +294,12 @@ class Conversation:
         if question:
             ctx.questions = [*ctx.questions, question][-10:]
         self.deps.store.save_context(channel, thread_ts, ctx)
+
+
+def set_aside(logs: list[Download]) -> str:
+    return (f"I set aside {', '.join(f'`{x.name}`' for x in logs)}: answering with "
+            f"{'it' if len(logs) == 1 else 'them'} failed, and the rest of this thread still "
+            "works without. Run `ncclbot analyze` on the file for the error.")
 
 
 def merge_candidates(old: list[dict[str, Any]], answer: Answer, keep: int = 10

@@ -150,25 +150,42 @@ class Diagnostics:
             d.store.audit(user, channel, what, "hang", None, "started")
             status = StatusMessage(client, channel, thread_ts, f"Why is it stuck? Sampling the "
                                    f"ranks on {len(nodes)} node(s) for <@{user}>…")
-            samples, errors = gather(nodes, lambda node: d.run_node(node, "hang", {},
-                                                                     f"slack:{user}"))
-            outcome = "success" if samples else "error"
-            d.store.audit(user, channel, what, "hang", None, outcome, "; ".join(errors)[:300])
-            if not samples:
-                status.finish(blocks.message(":warning: No node sent a sample: "
-                                             + "; ".join(errors)[:1500]))
-                return outcome
-            from bot.service import answer_hang
-
-            lg = lang or choose(*d.lang_prefs(user, channel), "")
-            answer = answer_hang(samples, d.settings, lg).with_notes(*errors)
-            where = thread_ts or status.ts
-            answer_id = d.store.save_answer(channel, where, answer, f"hang:{what}")
-            status.finish(message.first_message(answer, lg, answer_id, []))
-            return outcome
+            try:
+                return self._hang(status, user, channel, thread_ts, nodes, what, lang)
+            except Exception as exc:  # the status message must not say "Sampling…" forever
+                log.exception("/nccl hang %s failed", what)
+                d.store.audit(user, channel, what, "hang", None, "error",
+                              f"unexpected failure: {type(exc).__name__}")
+                status.finish(blocks.message(
+                    ":warning: The hang samples could not be put together "
+                    f"({type(exc).__name__}; the error is in the bot's log). Run "
+                    f"`ncclbot node hang --node {nodes[0]}` on a login node for the raw "
+                    "sample, or try again."))
+                return "error"
         finally:
             for n in claimed:
                 d.limits.release_node(n)
+
+    def _hang(self, status: StatusMessage, user: str, channel: str, thread_ts: str | None,
+              nodes: list[str], what: str, lang: str | None) -> str:
+        """Sample the nodes, triangulate, post the answer in place of the status."""
+        d = self.deps
+        samples, errors = gather(nodes, lambda node: d.run_node(node, "hang", {},
+                                                                 f"slack:{user}"))
+        outcome = "success" if samples else "error"
+        d.store.audit(user, channel, what, "hang", None, outcome, "; ".join(errors)[:300])
+        if not samples:
+            status.finish(blocks.message(":warning: No node sent a sample: "
+                                         + "; ".join(errors)[:1500]))
+            return outcome
+        from bot.service import answer_hang
+
+        lg = lang or choose(*d.lang_prefs(user, channel), "")
+        answer = answer_hang(samples, d.settings, lg).with_notes(*errors)
+        where = thread_ts or status.ts
+        answer_id = d.store.save_answer(channel, where, answer, f"hang:{what}")
+        status.finish(message.first_message(answer, lg, answer_id, []))
+        return outcome
 
     def _where(self, node: str, tool: str, user: str) -> str | None:
         """"step 3/8: all_reduce, 4.2 MB" from the node's agent; None if it cannot say."""

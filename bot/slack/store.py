@@ -113,6 +113,12 @@ class Store:
                 (channel, thread_ts, ref.sha256, ref.name, ref.path, ref.size, time.time()))
             return cur.rowcount == 1
 
+    def forget_log(self, channel: str, thread_ts: str, sha256: str) -> None:
+        """Take a log out of the thread (its answer failed): later messages do not read it."""
+        with self.db.tx() as db:
+            db.execute("DELETE FROM fingerprints WHERE channel=? AND thread_ts=? AND sha256=?",
+                       (channel, thread_ts, sha256))
+
     def seen_log(self, channel: str, thread_ts: str, sha256: str) -> LogRef | None:
         with self.db.tx() as db:
             row = db.execute("SELECT sha256,name,path,size FROM fingerprints WHERE channel=? AND "

@@ -1,5 +1,6 @@
 """A 4-rank gloo job for the Flight Recorder tests: SKIP_RANK skips the 4th all_reduce;
-every rank writes its Flight Recorder dump to DUMP_DIR/fr_trace_<rank>."""
+every rank writes its Flight Recorder dump to DUMP_DIR/fr_trace_<rank> (and, with JSON_DIR,
+its JSON form to JSON_DIR/fr_trace_<rank>.json)."""
 
 import datetime
 import os
@@ -22,5 +23,8 @@ if r != skip:
         print(f"rank {r}: {type(e).__name__}: {str(e)[:300]}", flush=True)
 with open(f"{out}/fr_trace_{r}", "wb") as fh:
     fh.write(torch._C._distributed_c10d._dump_fr_trace())
+if os.environ.get("JSON_DIR"):  # the same as JSON, as _dump_fr_trace_json writes it
+    with open(f"{os.environ['JSON_DIR']}/fr_trace_{r}.json", "wb") as fh:
+        fh.write(torch._C._distributed_c10d._dump_fr_trace_json())
 if r == skip:
     time.sleep(8)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.logs.flight_recorder import DumpError, analyze_dumps, parse_dump
+from bot.logs.flight_recorder import DumpError, analyze_dumps, looks_like_dump, parse_dump
 from tests.answer_json import analyze_paths
 
 JOB = Path(__file__).with_name("fr_job.py")
@@ -23,7 +23,9 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("fr")
     (out / "dumps").mkdir()
+    (out / "json").mkdir()
     env = {**os.environ, "DUMP_DIR": str(out / "dumps"), "SKIP_RANK": "2",
+           "JSON_DIR": str(out / "json"),
            "TORCH_FR_BUFFER_SIZE": "2000", "GLOO_SOCKET_IFNAME": "lo"}
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", "4", "--redirects", "3", "--log-dir", str(out / "logs"),
@@ -51,6 +53,17 @@ def test_dumps_with_the_jobs_text_logs_are_joined(job: Path) -> None:
     texts = [e["text"] for rc in answer["diagnosis"]["root_causes"] for e in rc["evidence"]]
     assert any("never entered collective" in t for t in texts)  # from the dumps
     assert any("Timed out waiting" in t or "Connection closed" in t for t in texts)  # logs
+
+
+def test_torchs_json_dumps_alone_name_the_rank(job: Path) -> None:
+    """`_dump_fr_trace_json` output, read the same way; its head alone says it is a dump
+    (torch sorts the keys: a big dump's version and pg_config come after every entry)."""
+    first = (job / "json" / "fr_trace_0.json").read_bytes()
+    assert looks_like_dump(first[:300], "fr_trace_0.json")
+    answer = analyze_paths([str(job / "json")])
+    assert answer["diagnosis"]["suspects"][0]["rank"] == 2
+    assert "never entered collective #4 (gloo:all_reduce [[8]])" in (
+        answer["diagnosis"]["suspects"][0]["reason"])
 
 
 def test_json_dumps_and_a_mismatch(job: Path) -> None:
