@@ -111,19 +111,21 @@ def _site_packages() -> Path | None:
     return Path(torch.__file__).resolve().parent.parent
 
 
-def wheel_refs() -> dict[str, str]:
-    """owner/repo -> the commit or tag the installed wheel was built from."""
-    out: dict[str, str] = {}
+def wheel_refs() -> dict[str, list[str]]:
+    """owner/repo -> the refs (commit first, then release tag) the installed wheel was built
+    from."""
+    out: dict[str, list[str]] = {}
     try:
         import torch
 
-        out["pytorch/pytorch"] = str(torch.version.git_version)
+        out["pytorch/pytorch"] = [str(torch.version.git_version),
+                                  "v" + str(torch.__version__).split("+", 1)[0]]
     except ImportError:
         pass
     try:
         from importlib.metadata import version
 
-        out["huggingface/transformers"] = f"v{version('transformers')}"
+        out["huggingface/transformers"] = [f"v{version('transformers')}"]
     except Exception:  # noqa: BLE001 - not installed
         pass
     return out
@@ -185,7 +187,7 @@ class Sources:
         return self._cache[key]
 
     def _read(self, repo: str, ref: str, path: str) -> str | None:
-        if self.wheels.get(repo) == ref:
+        if ref in self.wheels.get(repo, []):
             f = wheel_file(repo, path)
             if f is not None:
                 return f.read_text(encoding="utf-8", errors="replace")
@@ -203,7 +205,7 @@ class Sources:
 
     def head(self, repo: str) -> str | None:
         if repo in self.wheels:
-            return self.wheels[repo]
+            return self.wheels[repo][0]
         git = self.git_dir(repo)
         out = _git(git, "rev-parse", "HEAD") if git else None
         return out.strip() if out else None
@@ -298,13 +300,25 @@ def report(outcomes: list[Outcome], day: dt.date) -> str:
         lines += [f"- `{o.quote.card}` {o.quote.where}: {o.note}: \"{o.quote.quote[:120]}\""
                   for o in changed]
         lines.append("")
-    lines += ["## Not checkable, by source", ""]
+    threads = [o for o in outcomes if o.status == "not checkable"
+               and o.note.startswith("not a file")]
+    files = [o for o in outcomes if o.status == "not checkable" and o not in threads]
+    lines += ["## Not checkable", "",
+              f"{len(threads)} quote(s) from issue threads, pull requests, commits and web pages "
+              "(no text of them here), by site:", ""]
     hosts: dict[str, int] = {}
-    for o in outcomes:
-        if o.status == "not checkable":
-            key = re.sub(r"^(https?://[^/]+(?:/[^/]+/[^/]+)?).*", r"\1", o.quote.source)
-            hosts[key] = hosts.get(key, 0) + 1
-    lines += [f"- {k}: {v}" for k, v in sorted(hosts.items(), key=lambda kv: -kv[1])]
+    for o in threads:
+        key = re.sub(r"^(https?://[^/]+(?:/[^/]+/[^/]+)?).*", r"\1", o.quote.source)
+        hosts[key] = hosts.get(key, 0) + 1
+    lines += [f"- {k}: {v}" for k, v in sorted(hosts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines += ["", f"{len(files)} quote(s) from repository files with no snapshot at the "
+              "linked commit here, by file:", ""]
+    where: dict[str, int] = {}
+    for o in files:
+        m = BLOB.fullmatch(o.quote.source)
+        key = f"{m['owner']}/{m['repo']}@{m['ref'][:12]}:{m['path']}" if m else o.quote.source
+        where[key] = where.get(key, 0) + 1
+    lines += [f"- {k}: {v}" for k, v in sorted(where.items())]
     lines += ["", "## Verified, by repository", ""]
     repos: dict[str, int] = {}
     for o in outcomes:
