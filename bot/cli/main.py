@@ -173,39 +173,45 @@ def knowledge_signatures(
                                                 "the bar.")] = False,
 ) -> None:
     """Measure every card signature on the incident corpus and the healthy logs; exit non-zero
-    when a decisive one (weight >= 0.5) is imprecise, has no real positive or fires on a
-    healthy log."""
+    when one fires on a healthy log, or a decisive one (weight >= 0.5) is imprecise or has no
+    real positive (an incident of its category, or a `proof` format string)."""
     from rich.markup import escape
 
     from bot.knowledge.cards import healthy_logs
-    from bot.knowledge.signatures import measure
+    from bot.knowledge.signatures import measure, summarize
     from bot.service import bundled_cards, bundled_incidents
 
-    stats = measure(bundled_cards(), bundled_incidents(), healthy_logs())
+    healthy = healthy_logs()
+    stats = measure(bundled_cards(), bundled_incidents(), healthy)
     failing = [s for s in stats if s.problems()]
     rows = [s for s in stats if not only_failing or s.problems()]
+    summary = summarize(stats)
     if as_json:
         sys.stdout.write(json.dumps([
             {"card": s.card, "signature": s.name, "weight": s.weight,
              "true_positives": len(s.true_pos), "false_positives": len(s.false_pos),
              "precision": s.precision, "example_tp": s.example_tp, "example_fp": s.example_fp,
-             "false_positive_ids": s.false_pos[:10], "problems": s.problems()}
+             "false_positive_ids": s.false_pos[:10], "healthy_false_positives": s.healthy_hits,
+             "proofs": s.proofs, "problems": s.problems()}
             for s in rows], ensure_ascii=False, indent=2) + "\n")
     else:
         from rich.table import Table
 
-        table = Table("card / signature", "w", "TP", "FP", "prec.", "problem or example")
+        table = Table("card / signature", "w", "TP", "FP", "healthy FP", "proof", "prec.",
+                      "problem or example")
         for s in rows:
             p = s.precision
-            note = "; ".join(s.problems()) or (s.example_tp or s.example_fp or "never fires")
+            note = "; ".join(s.problems()) or (s.example_tp or s.example_fp or (
+                "proven by a source format string" if s.proofs else "never fires"))
             table.add_row(escape(f"{s.card} / {s.name}"), f"{s.weight:.2f}",
                           str(len(s.true_pos)), str(len(s.false_pos)),
+                          str(len(s.healthy_hits)), str(s.proofs),
                           "-" if p is None else f"{p:.2f}", escape(note[:120]))
         out = console()
         if rows:
             out.print(table)
-        out.print(f"{len(stats)} signatures measured on {len(bundled_incidents())} incidents, "
-                  f"{len(failing)} decisive ones below the bar")
+        out.print(f"measured on {len(bundled_incidents())} incidents and {len(healthy)} healthy "
+                  f"logs: {summary.line()}")
     if failing:
         raise typer.Exit(1)
 

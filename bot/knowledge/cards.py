@@ -168,13 +168,24 @@ class Steps(RootModel[list[Step]]):
         return len(self.root)
 
 
+class Proof(Strict):
+    """Where a signature's line is printed: a source file pinned to a tag or commit (the URL
+    names it, with `#L<line>`) and the verbatim format string or line quoted from it."""
+
+    source: AnyHttpUrl
+    quote: Annotated[str, StringConstraints(strip_whitespace=True, min_length=4,
+                                            max_length=MAX_QUOTE)]
+
+
 class Signature(Strict):
-    """A regular expression over one log line (Python `re` syntax)."""
+    """A regular expression over one log line (Python `re` syntax), with the real source of
+    the line it matches (`proof`) where no incident of the corpus shows it."""
 
     name: Slug
     pattern: NonEmpty
     weight: float = Field(gt=0, le=1)
     ignore_case: bool = False
+    proof: list[Proof] = Field(default_factory=list)
 
     @field_validator("pattern")
     @classmethod
@@ -237,8 +248,10 @@ class Card(Strict):
         if len(names) != len(set(names)):
             raise ValueError("signature names must be unique within a card")
         for sig in self.signatures:
-            if not any(sig.regex.search(ex) for ex in self.examples):
-                raise ValueError(f"signature {sig.name!r} matches none of the card's examples")
+            if not any(sig.regex.search(ex) for ex in self.examples) and not any(
+                    sig.regex.search(p.quote) for p in sig.proof):
+                raise ValueError(f"signature {sig.name!r} matches none of the card's examples "
+                                 "(real lines) and none of its proofs (format strings)")
         return self
 
     def claims(self) -> list[tuple[str, list[Basis]]]:
@@ -286,10 +299,42 @@ def taxonomy_path() -> Path:
 
 
 def healthy_logs() -> list[tuple[str, str]]:
-    """The bundled logs of healthy runs (name, text): no signature may fire on them."""
+    """The bundled logs of healthy runs (name, text): no signature may fire on them.
+    `knowledge/healthy/index.yaml` says where each one comes from."""
     folder = knowledge_dir() / "healthy"
     return [(p.name, p.read_text(encoding="utf-8", errors="replace"))
             for p in sorted(folder.glob("*.log"))]
+
+
+HEALTHY_INDEX = "index.yaml"
+
+
+class HealthyLog(Strict):
+    """Where a healthy log comes from: a public page (`url`) or how it was made here (`made`)."""
+
+    file: NonEmpty
+    url: AnyHttpUrl | None = None
+    made: NonEmpty | None = None
+    what: NonEmpty
+    setup: NonEmpty
+    excerpt: NonEmpty
+
+    @model_validator(mode="after")
+    def _has_origin(self) -> HealthyLog:
+        if (self.url is None) == (self.made is None):
+            raise ValueError(f"{self.file}: give exactly one of `url` and `made`")
+        return self
+
+
+class HealthyIndex(Strict):
+    logs: list[HealthyLog] = Field(min_length=1)
+
+
+def healthy_index(folder: Path | None = None) -> HealthyIndex:
+    """`knowledge/healthy/index.yaml`, validated (raises on a defect)."""
+    path = (folder or knowledge_dir() / "healthy") / HEALTHY_INDEX
+    return HealthyIndex.model_validate(yaml_mapping(path.read_text(encoding="utf-8"),
+                                                    HEALTHY_INDEX))
 
 
 def card_files(directory: Path | None = None) -> list[Path]:

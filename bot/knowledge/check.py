@@ -2,10 +2,12 @@
 
 Cards: the strict schema, unique ids and titles, a quoted basis (from one of the card's own
 sources) for the root cause and every step, a stated cost on steps that trade performance
-for a workaround, and each signature matching the logs of the incidents that name its card.
+for a workaround, GitHub file links pinned to a tag or commit (not a branch), and each
+signature matching the logs of the incidents that name its card.
 Incidents: the strict schema, unique ids and sources, a `confirmed_by` that says where the
 quote stands (`url`), who wrote it (`author`) and their role; a sealed list that names real,
 dated ids, lists every undated incident as left out, and holds no thread a card cites.
+Healthy logs: each one listed in `knowledge/healthy/index.yaml` with its source.
 Decisive signatures are measured on the corpus by `ncclbot knowledge signatures`.
 """
 
@@ -20,7 +22,15 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from bot.knowledge.cards import Card, card_files, knowledge_dir, parse_card, taxonomy_path
+from bot.knowledge.cards import (
+    HEALTHY_INDEX,
+    Card,
+    card_files,
+    healthy_index,
+    knowledge_dir,
+    parse_card,
+    taxonomy_path,
+)
 from bot.knowledge.incidents import (
     SEALED_FILE,
     Incident,
@@ -43,6 +53,12 @@ COSTLY_STEP = re.compile(
     r"NCCL_(?:P2P|IB|SHM|NET_GDR|COLLNET)_DISABLE=1|NCCL_(?:NVLS|CUMEM|COLLNET)_ENABLE=0|"
     r"NCCL_P2P_LEVEL=|iommu=(?:off|pt)|pci=noacs|ECAP_ACS|--privileged|NCCL_ALGO=|NCCL_PROTO=",
 )
+
+
+#: A GitHub file link that names a branch, not a tag or commit: the quoted text can move.
+UNPINNED_LINK = re.compile(
+    r"https://(?:github\.com/[^/\s]+/[^/\s]+/(?:blob|tree)|raw\.githubusercontent\.com/[^/\s]+"
+    r"/[^/\s]+)/(?:main|master|HEAD|develop|dev|trunk|gh-pages)/")
 
 
 @dataclass
@@ -97,6 +113,13 @@ def claim_problems(card: Card) -> list[str]:
     return out
 
 
+def unpinned_links(card: Card) -> list[str]:
+    """The card's GitHub file links (sources, bases, signature proofs) that name a branch."""
+    urls = [*card.source_urls, *(str(b.source) for _, basis in card.claims() for b in basis),
+            *(str(p.source) for s in card.signatures for p in s.proof)]
+    return sorted({u for u in urls if UNPINNED_LINK.match(u)})
+
+
 def check_cards(require_basis: bool = True) -> tuple[list[Card], list[str]]:
     loaded, problems = _load(card_files(), parse_card)
     cards: list[tuple[Path, Card]] = [(p, c) for p, c in loaded if isinstance(c, Card)]
@@ -104,6 +127,9 @@ def check_cards(require_basis: bool = True) -> tuple[list[Card], list[str]]:
     for path, card in cards:
         if card.id != path.stem:
             problems.append(f"{path.name}: id: '{card.id}' does not match the file name")
+        problems.extend(f"{path.name}: {url}: names a branch; pin the link to a tag or commit "
+                        "where the quoted text stands (scripts/verify_quotes.py --pin)"
+                        for url in unpinned_links(card))
         if not require_basis:
             continue
         if card.id in awaiting:
@@ -213,8 +239,28 @@ def check_card_incidents(cards: list[Card], incidents: list[Incident]) -> list[s
     return problems
 
 
+def check_healthy(folder: Path | None = None) -> list[str]:
+    """Every healthy log has its origin in `healthy/index.yaml`, and every entry its log."""
+    folder = folder or knowledge_dir() / "healthy"
+    try:
+        index = healthy_index(folder)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return _errors(f"healthy/{HEALTHY_INDEX}", exc)
+    listed = [e.file for e in index.logs]
+    logs = {p.name for p in folder.glob("*.log")}
+    problems = [f"healthy/{name}: no entry in {HEALTHY_INDEX} (where does it come from?)"
+                for name in sorted(logs - set(listed))]
+    problems += [f"healthy/{HEALTHY_INDEX}: {name}: no such log" for name in
+                 sorted(set(listed) - logs)]
+    problems += [f"healthy/{HEALTHY_INDEX}: {name}: listed twice" for name in
+                 sorted({n for n in listed if listed.count(n) > 1})]
+    problems += [f"healthy/{HEALTHY_INDEX}: {e.file}: {e.url}: names a branch; pin it to a "
+                 "commit" for e in index.logs if e.url and UNPINNED_LINK.match(str(e.url))]
+    return problems
+
+
 def check_all(directory: Path | None = None, require_basis: bool = True) -> CheckResult:
-    """Validate taxonomy, cards and incidents."""
+    """Validate taxonomy, cards, incidents and the index of the healthy logs."""
     result = CheckResult()
     try:
         tax = yaml.safe_load(taxonomy_path().read_text(encoding="utf-8"))
@@ -234,5 +280,6 @@ def check_all(directory: Path | None = None, require_basis: bool = True) -> Chec
     except Exception:  # noqa: BLE001 - already reported by check_incidents
         sealed = None
     result.problems += held_out_problems(cards, incidents, sealed)
+    result.problems += check_healthy()
     result.cards, result.incidents = len(cards), len(incidents)
     return result

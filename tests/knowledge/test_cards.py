@@ -113,6 +113,27 @@ def test_knowledge_check_names_file_and_field(tmp_path, monkeypatch):
     assert any(p.startswith(good.name) and "revieved" in p for p in problems)
 
 
+def test_a_github_link_on_a_branch_is_a_defect(tmp_path, monkeypatch):
+    import bot.knowledge.check as check
+
+    good = card_files()[0]
+    card = parse_card(good.read_text(encoding="utf-8"))
+    assert check.unpinned_links(card) == []
+    data = yaml.safe_load(good.read_text(encoding="utf-8"))
+    branch = "https://github.com/NVIDIA/nccl/blob/master/src/init.cc"
+    data["sources"].append(branch)
+    data["root_cause"]["basis"] = [{"source": branch, "quote": "a sentence of init.cc"}]
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / good.name).write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    monkeypatch.setattr(check, "card_files", lambda: sorted(folder.glob("*.yaml")))
+    problems = check.check_all(tmp_path / "none").problems
+    assert any(good.name in p and branch in p and "pin" in p for p in problems)
+    tagged = branch.replace("/master/", "/v2.30.7-1/")
+    assert not check.UNPINNED_LINK.match(tagged)
+    assert check.UNPINNED_LINK.match("https://raw.githubusercontent.com/o/r/main/x.py")
+
+
 def _claims_card(**override):
     data = yaml.safe_load(card_files()[0].read_text(encoding="utf-8"))
     data.update(override)

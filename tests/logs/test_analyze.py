@@ -100,7 +100,7 @@ def test_contract_fields_and_both_languages(tmp_path):
 
 
 def test_no_evidence_and_empty_file(tmp_path):
-    answer = analyze_paths([str(ROOT / "knowledge" / "healthy" / "nccl-init-and-training.log")])
+    answer = analyze_paths([str(ROOT / "knowledge" / "healthy" / "lightning-trainer-tensor-parallel-4gpu.log")])
     assert answer["verdict"] == "no_evidence" and not answer["diagnosis"]["root_causes"]
     assert "next_steps" in answer and any("read" in n for n in answer["notes"])
     from bot.errors import InputError
