@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +14,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _hide_torch() -> None:
+    """NCCLBOT_TEST_NO_TORCH=1: run as if torch were not installed, to prove that the tests
+    that need it skip (CI installs it, so there they run). `sys.modules["torch"] = None`
+    makes `import torch` fail and `importlib.util.find_spec("torch")` return None; a
+    sitecustomize on PYTHONPATH does the same in every Python subprocess."""
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    site = Path(tempfile.mkdtemp(prefix="ncclbot-no-torch-"))
+    (site / "sitecustomize.py").write_text('import sys\nsys.modules["torch"] = None\n')
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+
+
+if os.environ.get("NCCLBOT_TEST_NO_TORCH") == "1":
+    _hide_torch()
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +53,28 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     monkeypatch.setenv("NCCLBOT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
     monkeypatch.setenv("NCCLBOT_INDEX_DIR", str(shared_index_dir))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def fr_job_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run tests/logs/fr_job.py for real, once per session: 4 gloo ranks under torchrun,
+    rank 2 skips one all_reduce. Its Flight Recorder dumps (pickle in dumps/, torch's JSON
+    in json/), logs and torchrun.log."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("fr")
+    (out / "dumps").mkdir()
+    (out / "json").mkdir()
+    env = {**os.environ, "DUMP_DIR": str(out / "dumps"), "SKIP_RANK": "2",
+           "JSON_DIR": str(out / "json"),
+           "TORCH_FR_BUFFER_SIZE": "2000", "GLOO_SOCKET_IFNAME": "lo"}
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", "4", "--redirects", "3", "--log-dir", str(out / "logs"),
+                str(FIXTURES.parent / "logs" / "fr_job.py")]
+    proc = subprocess.run(torchrun, env=env, capture_output=True, text=True, timeout=300)
+    (out / "torchrun.log").write_text(proc.stdout + proc.stderr)
+    assert sorted(p.name for p in (out / "dumps").iterdir()) == [
+        f"fr_trace_{r}" for r in range(4)], proc.stderr[-2000:]
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ def test_analyze_does_not_import_heavy_packages():
     code = ("import sys, runpy; sys.argv=['ncclbot','analyze','examples/sample-8rank-oom.log','--json'];\n"
             "try:\n    runpy.run_module('bot.cli.main', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "heavy=[m for m in ('torch','chromadb','langchain','langchain_core','slack_bolt','sentence_transformers') "
-            "if m in sys.modules]\nprint('HEAVY', heavy, file=sys.stderr)")
+            "if sys.modules.get(m) is not None]\nprint('HEAVY', heavy, file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "HEAVY []" in out.stderr, out.stderr[-2000:]
 

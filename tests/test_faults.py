@@ -4,6 +4,7 @@ asleep past the process-group timeout."""
 from __future__ import annotations
 
 import importlib.util
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,22 @@ def _scorecard():  # type: ignore[no-untyped-def]
     return module
 
 
-def test_an_exception_on_rank_1_is_a_crash_of_rank_1(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both faulty jobs, run at the same time (each mostly waits: for its process group's
+    timeout, its sleeping rank, torchrun's teardown): fault -> the job's folder."""
     pytest.importorskip("torch")
     sc = _scorecard()
-    where = sc.run_job("exception", 1, tmp_path / "run")
+    tmp = tmp_path_factory.mktemp("faults")
+    jobs = {"exception": 1, "sleep": 2}  # sleep on rank 2: not a scorecard position
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        done = {f: pool.submit(sc.run_job, f, r, tmp / f) for f, r in jobs.items()}
+        return {f: d.result() for f, d in done.items()}
+
+
+def test_an_exception_on_rank_1_is_a_crash_of_rank_1(runs: dict[str, Path]) -> None:
+    sc = _scorecard()
+    where = runs["exception"]
     assert sorted(p.name for p in (where / "dumps").iterdir())  # the ranks' dumps
     assert "injected failure on rank 1" in "".join(
         p.read_text() for p in (where / "logs").rglob("*.log"))
@@ -31,9 +44,7 @@ def test_an_exception_on_rank_1_is_a_crash_of_rank_1(tmp_path: Path) -> None:
     assert (category_ok, culprit_ok) == (True, True), (top, suspect)
 
 
-def test_a_rank_asleep_past_the_timeout_is_the_straggler(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+def test_a_rank_asleep_past_the_timeout_is_the_straggler(runs: dict[str, Path]) -> None:
     sc = _scorecard()
-    where = sc.run_job("sleep", 2, tmp_path / "run")  # rank 2: not a scorecard position
-    category_ok, culprit_ok, top, suspect = sc.judge(where, "sleep", 2)
+    category_ok, culprit_ok, top, suspect = sc.judge(runs["sleep"], "sleep", 2)
     assert (category_ok, culprit_ok) == (True, True), (top, suspect)

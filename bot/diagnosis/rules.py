@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from bot.logs.crossrank import EXITED_SILENTLY, CrossRank
 from bot.logs.extract import is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport
+from tools.xid.catalog import explain
 
 
 @dataclass
@@ -44,11 +45,6 @@ NCCL_SOURCE_CATEGORY: tuple[tuple[str, str, float], ...] = (
     ("alloc", "gpu_memory_pressure", 0.4),
     ("cudawrap", "version_incompatibility", 0.25),
 )
-
-#: Xid codes: hardware faults vs errors an application usually causes.
-HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 123, 140, 154})
-APP_XIDS = frozenset({13, 31, 43, 45, 68})
-
 
 #: NCCL warnings that only say an optional component is absent (NCCL falls back).
 BENIGN_WARN = re.compile(r"libibverbs|libnccl-net|[Pp]lugin|NET/IB : No device found|libmlx5|"
@@ -503,15 +499,16 @@ def hardware_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     out = []
     for f in report.facts.get("xid", []):
         code = f.fields.get("xid")
-        if code in HARDWARE_XIDS:
+        info = explain(code) if isinstance(code, int) else None
+        cause = info.cause if info else None
+        name = f"Xid {code} ({info.name})" if info and cause else f"Xid {code}"
+        if cause == "hardware":
             out.append(
-                Signal(
-                    "gpu_hardware_fault", 0.85, f"Xid {code}: a GPU/NVLink hardware fault", [f.ev]
-                )
+                Signal("gpu_hardware_fault", 0.85, f"{name}: a GPU/NVLink hardware fault", [f.ev])
             )
-        elif code in APP_XIDS:
+        elif cause == "application":
             out.append(
-                Signal("rank_crashed", 0.4, f"Xid {code}: usually an application fault", [f.ev])
+                Signal("rank_crashed", 0.4, f"{name}: usually an application fault", [f.ev])
             )
         else:
             out.append(

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.xid.catalog import XID_LINE
+
 Fields = dict[str, Any]
 
 
@@ -411,7 +413,7 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E(
         "xid",
-        r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+),?\s*(.*)$",
+        XID_LINE,  # the node tool's own (tools.xid.catalog)
         _groups("pci", "xid", "message", ints=("xid",)),
     ),
     # --- versions -----------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class Agent:
         return self.audit.read_text().splitlines() if self.audit.exists() else []
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, limit: float = 20) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, limit: float = 120) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:

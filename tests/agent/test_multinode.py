@@ -16,6 +16,8 @@ from bot.nodes.localize import localize
 from bot.nodes.multiprobe import run_group
 from tests.agent.conftest import Agent, faulty, start_agents, stop_agent, use_inventory
 
+pytest.importorskip("torch")  # every test runs a real gloo sweep
+
 PARAMS = {"backend": "gloo", "nproc": 1, "min_bytes": 4096, "max_bytes": 4096, "iters": 2,
           "warmup": 1, "collectives": ["all_reduce"], "collective_timeout": 4, "timeout": 60}
 

@@ -52,7 +52,8 @@ def test_ask_answers_through_the_llm(llm, llm_env, crash_log: Path):
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
     assert result["llm"]["used"] is True and len(srv.requests) == 2
-    assert [t["tool"] for t in result["llm"]["tools"]] == ["analyze_log", "propose_probe"]
+    # one step's tools run in threads: which finishes first is not the test's business
+    assert sorted(t["tool"] for t in result["llm"]["tools"]) == ["analyze_log", "propose_probe"]
     assert result["diagnosis"]["root_causes"][0]["card"] == OOM_CARD
     assert set(result["remediation"]) == {"zh"}  # --lang reaches the agent
     assert "Chinese" in srv.requests[0]["messages"][-1]["content"]

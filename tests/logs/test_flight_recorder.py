@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,27 +12,12 @@ import pytest
 from bot.logs.flight_recorder import DumpError, analyze_dumps, looks_like_dump, parse_dump
 from tests.answer_json import analyze_paths
 
-JOB = Path(__file__).with_name("fr_job.py")
-
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Run the job for real: 4 gloo ranks under torchrun, rank 2 skips one all_reduce."""
-    pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("fr")
-    (out / "dumps").mkdir()
-    (out / "json").mkdir()
-    env = {**os.environ, "DUMP_DIR": str(out / "dumps"), "SKIP_RANK": "2",
-           "JSON_DIR": str(out / "json"),
-           "TORCH_FR_BUFFER_SIZE": "2000", "GLOO_SOCKET_IFNAME": "lo"}
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node", "4", "--redirects", "3", "--log-dir", str(out / "logs"),
-                str(JOB)]
-    proc = subprocess.run(torchrun, env=env, capture_output=True, text=True, timeout=300)
-    (out / "torchrun.log").write_text(proc.stdout + proc.stderr)
-    assert sorted(p.name for p in (out / "dumps").iterdir()) == [
-        f"fr_trace_{r}" for r in range(4)], proc.stderr[-2000:]
-    return out
+def job(fr_job_dir: Path) -> Path:
+    """The real 4-rank gloo job's output (`fr_job_dir` in tests/conftest.py: run once per
+    session, shared with tests/mcp/test_flight_recorder.py)."""
+    return fr_job_dir
 
 
 def test_dumps_alone_name_the_rank_and_the_collective_it_never_entered(job: Path) -> None:

@@ -46,9 +46,11 @@ def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir whose retrieval index is built (by `ncclbot index`), shared by the servers."""
+def data_dir(tmp_path_factory: pytest.TempPathFactory, shared_index_dir: Path) -> Path:
+    """A data dir whose retrieval index is built (by `ncclbot index`), shared by the servers.
+    Its index is the session's (a link): built once, by whichever test needs it first."""
     d = tmp_path_factory.mktemp("mcp-data")
+    (d / "index").symlink_to(shared_index_dir, target_is_directory=True)
     subprocess.run([*ncclbot_argv(), "index"], env=server_env(d), cwd=ROOT, check=True,
                    capture_output=True, timeout=600)
     return d
@@ -109,7 +111,7 @@ def start_http(data_dir: Path, tmp: Path, *args: str, **env: str) -> HttpServer:
                                 env=server_env(data_dir, **env), cwd=ROOT, stdout=out,
                                 stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # generous: a busy machine
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the MCP server exited: {log.read_text()}")

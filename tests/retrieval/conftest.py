@@ -1,6 +1,8 @@
-"""Shared fixtures: one index over all cards, built once per session in a temporary data dir."""
+"""Shared fixtures: one index over all cards, the session's (built once per session)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -10,8 +12,8 @@ from bot.service import bundled_cards
 
 
 @pytest.fixture(scope="session")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(data_dir=tmp_path_factory.mktemp("ncclbot-data"))
+def settings(tmp_path_factory: pytest.TempPathFactory, shared_index_dir: Path) -> Settings:
+    return Settings(data_dir=tmp_path_factory.mktemp("ncclbot-data"), index_dir=shared_index_dir)
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def chroma_server(tmp_path: Path) -> Iterator[int]:
                              "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 30
+        deadline = time.time() + 120  # generous: a busy machine
         while time.time() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

@@ -264,9 +264,11 @@ def agent(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # generous: a busy machine; fail here, not later
     while not server.started and time.monotonic() < deadline:
+        assert thread.is_alive(), "the node agent's server thread died"
         time.sleep(0.05)
+    assert server.started, "the node agent did not start within 120 s"
     yield f"http://127.0.0.1:{port}", audit
     server.should_exit = True
     thread.join(5)

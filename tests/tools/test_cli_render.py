@@ -62,7 +62,7 @@ def test_xid_refuses_devices_and_fifos(tmp_path: Path) -> None:
 
     out: dict = {}
     threading.Thread(target=scan, daemon=True).start()
-    assert done.wait(10), "xid --file FIFO blocked"
+    assert done.wait(120), "xid --file FIFO blocked"
     assert out["res"].exit_code == 1 and "a FIFO" in out["res"].output
     res = runner.invoke(node_app, ["topo", "--topo-file", str(fifo)])
     assert res.exit_code == 1 and "not a regular file" in res.output

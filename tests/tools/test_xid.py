@@ -7,7 +7,7 @@ from pathlib import Path
 from conftest import FIXTURES
 
 from tools.runner import CommandOutput, RecordedRunner
-from tools.xid.catalog import XID_CATALOG_URL, explain
+from tools.xid.catalog import XID_CATALOG_URL, XIDS, explain, xid_cause
 from tools.xid.scan import parse_xid_line, scan_xid
 
 DMESG = FIXTURES / "dmesg"
@@ -79,3 +79,41 @@ def test_dmesg_not_permitted_falls_back_then_unavailable() -> None:
 def test_missing_file(tmp_path: Path) -> None:
     result = scan_xid(file=str(tmp_path / "nope.log"))
     assert result.status == "error" and "cannot read" in result.error
+
+
+def _log_rule_signals(text: str) -> list[tuple[str, float]]:
+    """The log analyzer's facts for `text`, through the log rules' Xid rule."""
+    from bot.diagnosis.rules import hardware_rule
+    from bot.logs.crossrank import analyze_ranks
+    from bot.logs.sources import text_source
+    from bot.service import analyze_sources
+
+    report, _ = analyze_sources([text_source("dmesg.log", text)])
+    return [(s.category, s.strength) for s in hardware_rule(report, analyze_ranks(report))]
+
+
+def test_node_tool_and_log_rules_share_the_catalogue() -> None:
+    """Every catalogued code reads the same through the node tool and the log rules: the
+    rule's class is the catalogue's `cause`; an uncatalogued code is neither."""
+    codes = [*sorted(XIDS), 999]
+    lines = [f"[ 12.5] NVRM: Xid (PCI:0000:3b:00): {code}, pid=77, name=python3, test"
+             for code in codes]
+    signals = _log_rule_signals("\n".join(lines) + "\n")
+    assert len(signals) == len(codes)
+    expected = {"hardware": ("gpu_hardware_fault", 0.85), "application": ("rank_crashed", 0.4),
+                None: ("gpu_hardware_fault", 0.5)}
+    for code, signal in zip(codes, signals, strict=True):
+        assert signal == expected[xid_cause(code)], code
+    findings = scan_xid(text="\n".join(lines)).findings
+    assert {f.rule for f in findings} == {explain(c).rule for c in codes}
+    for code in XIDS:
+        info = explain(code)
+        assert info.cause in ("hardware", "application") and info.mnemonic and info.nvidia_action
+        assert info.rule != "xid_app_fault" or info.cause == "application", code
+
+
+def test_old_driver_format_reaches_both() -> None:
+    """NVIDIA's Xid document's example line (no `PCI:`) is read by both readers."""
+    line = "NVRM: Xid (0000:03:00): 48, Channel 00000001"
+    assert scan_xid(text=line).data["codes"] == {48: 1}
+    assert _log_rule_signals(line + "\n") == [("gpu_hardware_fault", 0.85)]

@@ -12,11 +12,10 @@ from tools.cards import card_for
 from tools.files import open_regular
 from tools.result import Finding, Severity, ToolResult
 from tools.runner import CommandRunner, SubprocessRunner, render_argv
-from tools.xid.catalog import XID_CATALOG_URL, explain
+from tools.xid.catalog import XID_CATALOG_URL, XID_LINE, explain
 
 TOOL = "xid"
-_XID = re.compile(r"^(?P<prefix>.*?)NVRM: Xid \((?:PCI:)?(?P<pci>[^)]*)\): (?P<code>\d+),\s*"
-                  r"(?P<rest>.*)$")
+_XID = re.compile(r"^(.*?)" + XID_LINE)
 _PID = re.compile(r"^pid=(?P<pid>'?<?[\w]+>?'?),\s*(?:name=(?P<name>[^,]*),\s*)?(?P<msg>.*)$")
 _SEVERITY_ORDER: dict[Severity, int] = {"info": 0, "warn": 1, "error": 2}
 MAX_FILE_BYTES = 512 * 2**20
@@ -27,16 +26,17 @@ def parse_xid_line(line: str) -> dict[str, Any] | None:
     m = _XID.match(line.rstrip())
     if not m:
         return None
-    rest, pid, name = m.group("rest"), None, None
+    prefix, pci, code, rest = m.groups()
+    pid, name = None, None
     if pm := _PID.match(rest):
         raw_pid = pm.group("pid").strip("'")
         pid = int(raw_pid) if raw_pid.isdigit() else None
         name = (pm.group("name") or "").strip() or None
         name = None if name in ("<unknown>", "'<unknown>'") else name
         rest = pm.group("msg")
-    prefix = m.group("prefix").strip()
+    prefix = prefix.strip()
     ts = re.search(r"\[\s*(\d+\.\d+)\]", prefix)
-    return {"pci": m.group("pci"), "code": int(m.group("code")), "pid": pid, "process": name,
+    return {"pci": pci, "code": int(code), "pid": pid, "process": name,
             "message": rest.strip(), "timestamp": ts.group(1) if ts else prefix or None,
             "line": line.rstrip()[:500]}
 
