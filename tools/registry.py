@@ -22,6 +22,7 @@ SPEC_MODULES = (
     "tools.probe.spec",
     "tools.xid.spec",
     "tools.hang.spec",
+    "tools.libs.spec",
 )
 
 TOOLS: dict[str, ToolSpec] = {

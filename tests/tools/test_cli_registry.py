@@ -55,7 +55,7 @@ def test_run_local_dispatch_and_errors() -> None:
     assert run_local("topo", {"bogus": 1}).error.startswith("invalid parameters")
     text = (FIXTURES / "topo/pcie_workstation_5gpu.txt").read_text()
     assert run_local("topo", {"topo_text": text}).status == "success"
-    assert set(TOOLS) == {"topo", "env", "probe", "xid", "hang"}
+    assert set(TOOLS) == {"topo", "env", "probe", "xid", "hang", "libs"}
     assert all(len(spec.description) > 40 for spec in TOOLS.values())
 
 
