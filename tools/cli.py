@@ -11,19 +11,23 @@ agent also calls, so a later `--node NAME` only swaps the executor.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
+import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import typer
+from pydantic.fields import FieldInfo
 
-from tools.registry import run_local
+from tools.params import ToolSpec, findings_summary
+from tools.registry import TOOLS, run_local
 from tools.result import ToolResult
 from tools.units import format_size
 
-node_app = typer.Typer(help="Node diagnostics: topology, environment, probe, Xid.",
+node_app = typer.Typer(help="Node diagnostics: " + ", ".join(TOOLS) + ".",
                        no_args_is_help=True)
 EXIT_CODES = {"success": 0, "error": 1, "unavailable": 2}
 _SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
@@ -55,6 +59,9 @@ def render(result: ToolResult, con: Any = None) -> None:
               f"[dim]{_e(result.invocation)}[/dim]")
     if result.error:
         con.print(f"[{style}]{_e(result.error)}[/{style}]")
+    spec = TOOLS.get(result.tool)
+    if spec is not None and not result.error and spec.summary is not findings_summary:
+        con.print(_e(spec.summary(result)))  # the tool's own one-line summary
     _render_data(con, result)
     if result.findings:
         table = Table("severity", "rule", "message", "card", title="Findings")
@@ -67,109 +74,13 @@ def render(result: ToolResult, con: Any = None) -> None:
 
 
 def _render_data(con: Any, result: ToolResult) -> None:
-    from rich.table import Table
-
+    spec = TOOLS.get(result.tool)
+    if spec is not None:
+        spec.render(result, con)  # the tool's own table (its ToolSpec)
     d = result.data
-    if result.tool == "probe" and d.get("results"):
-        t = Table("collective", "bytes", "time (us)", "algbw GB/s", "busbw GB/s", "correct",
-                  title=_e(f"{d.get('backend')} x{d.get('nproc')}"))
-        for r in d["results"]:
-            correct = {True: "yes", False: "[bold red]NO[/]"}.get(r["correct"], "?")
-            t.add_row(_e(r["collective"]), f"{r['bytes']:,}", f"{r['time_us']:.1f}",
-                      f"{r['algbw_gbps']:.3f}", f"{r['busbw_gbps']:.3f}", correct)
-        con.print(t)
-    elif result.tool == "topo" and d.get("topology"):
-        topo = d["topology"]
-        gpus = topo["gpus"]
-        t = Table("", *map(_e, gpus), "CPU affinity", "NUMA",
-                  title=_e(f"topology ({d.get('source')})"))
-        for a in gpus:
-            t.add_row(_e(a), *[_e("X" if a == b else topo["links"].get(a, {}).get(b, ""))
-                               for b in gpus], _e(topo["cpu_affinity"].get(a, "")),
-                      _e(topo["numa_affinity"].get(a, "")))
-        con.print(t)
-        for nic in topo["nics"]:
-            near = [g for g in gpus if topo["links"].get(g, {}).get(nic) in ("PIX", "PXB")]
-            con.print(_e(f"  {topo['nic_names'].get(nic, nic)}: shares a PCIe switch with "
-                         f"{', '.join(near) or 'no GPU'}"))
-    elif result.tool == "env":
-        for k, v in d.get("variables", {}).items():
-            con.print(_e(f"  {k}={v}"))
-        pk = d.get("versions", {}).get("packages", {})
-        con.print(_e("  versions: " + ", ".join(f"{k} {v}" for k, v in pk.items() if v)))
-    elif result.tool == "xid":
-        con.print(_e(f"  {d.get('count', 0)} Xid events; codes {d.get('codes', {})}"))
     if d.get("interfaces") and result.tool != "env":
         con.print(_e("  NICs: " + ", ".join(f"{i['name']}({i['state']}, mtu {i['mtu']})"
                                             for i in d["interfaces"] if not i.get("virtual"))))
-
-
-@node_app.command()
-def topo(
-    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
-    topo_file: str = typer.Option(None, "--topo-file",
-                                  help="analyse a saved `nvidia-smi topo -m` output instead"),
-) -> None:
-    """GPU/NIC topology, NVLink, P2P, ACS, IOMMU and GPU health."""
-    _emit(run_local("topo", {"topo_file": topo_file}), json_out)
-
-
-@node_app.command()
-def env(json_out: bool = typer.Option(False, "--json", help="print the result as JSON")) -> None:
-    """Environment variables (redacted), versions, limits, network, with lint findings."""
-    _emit(run_local("env", {}), json_out)
-
-
-@node_app.command()
-def probe(
-    backend: str = typer.Option("nccl", help="nccl (GPUs) or gloo (CPU)"),
-    nproc: int = typer.Option(None, help="ranks (default: GPUs for nccl, 2 for gloo)"),
-    min_bytes: str = typer.Option("1K", "--min-bytes",
-                                  help="smallest message: bytes, or with K/M/G (x1024) as "
-                                  "nccl-tests' -b"),
-    max_bytes: str = typer.Option("64M", "--max-bytes", help="largest message, e.g. 16M, 1G"),
-    factor: float = typer.Option(2.0),
-    iters: int = typer.Option(20),
-    warmup: int = typer.Option(5),
-    timeout: float = typer.Option(600.0, help="overall seconds"),
-    collective_timeout: float = typer.Option(60.0, "--collective-timeout",
-                                             help="seconds per collective step"),
-    collectives: str = typer.Option(None, help="comma list, e.g. all_reduce,all_gather"),
-    plot: str = typer.Option(None, help="write a busbw PNG to this file"),
-    nccl_tests: str = typer.Option(None, "--nccl-tests", help="run nccl-tests from this dir"),
-    nnodes: int = typer.Option(1, "--nnodes", help="nodes in a torchrun c10d rendezvous; run "
-                               "this same command on each (needs --rdzv-endpoint)"),
-    node_rank: int = typer.Option(None, "--node-rank",
-                                  help="this node's rank; node 0 hosts the c10d store"),
-    rdzv_endpoint: str = typer.Option(None, "--rdzv-endpoint",
-                                      help="HOST:PORT of the c10d rendezvous (node 0's address)"),
-    rdzv_id: str = typer.Option("ncclbot-probe", "--rdzv-id",
-                                help="rendezvous id, the same on every node"),
-    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
-) -> None:
-    """Bounded collective bandwidth sweep (nccl-tests style busbw).
-
-    With --nnodes/--rdzv-endpoint it runs under torchrun's c10d rendezvous (start it on
-    every node); each node prints the rows its own ranks measured.
-    """
-    from tools.probe.worker import FAULT_ENV
-
-    params: dict[str, Any] = {
-        "backend": backend, "nproc": nproc, "min_bytes": parse_size(min_bytes, "--min-bytes"),
-        "max_bytes": parse_size(max_bytes, "--max-bytes"),
-        "factor": factor, "iters": iters, "warmup": warmup, "timeout": timeout,
-        "collective_timeout": collective_timeout, "plot": plot, "nccl_tests": nccl_tests,
-        "nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": rdzv_endpoint,
-        "rdzv_id": rdzv_id}
-    if collectives:
-        params["collectives"] = [c.strip() for c in collectives.split(",") if c.strip()]
-    # Test-only fault injection: honoured here (the caller's own environment), never by
-    # the agent unless NCCLBOT_AGENT_ALLOW_FAULTS=1.
-    with progress_on_stderr(enabled=sys.stderr.isatty()) as on_progress:
-        result = run_local("probe", params, fault=os.environ.get(FAULT_ENV) or None,
-                           on_progress=on_progress)
-    _emit(result, json_out)
-
 
 _SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 
@@ -208,11 +119,115 @@ def progress_on_stderr(enabled: bool, console: Any = None
     with con.status("probe starting…") as status:
         yield lambda where: status.update(_e(progress_line(where)))
 
+# -- the commands, generated from each tool's ToolSpec ------------------------------------
 
-@node_app.command()
-def xid(
-    file: str = typer.Option(None, "--file", help="a saved dmesg/journal/kern.log"),
-    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
-) -> None:
-    """NVIDIA Xid errors in kernel logs, explained."""
-    _emit(run_local("xid", {"file": file}), json_out)
+_KW = inspect.Parameter.KEYWORD_ONLY
+
+
+def _base(annotation: Any) -> tuple[Any, bool]:
+    """(the type inside Optional, whether it is a list)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple):
+        return (args[0] if args else str), True
+    if args and origin is not typing.Literal:  # X | None
+        return _base(args[0])
+    return annotation, False
+
+
+def flag(name: str, field: FieldInfo) -> str:
+    """A field's CLI flag: `--min-bytes`, or the one its model names (`cli` in its extra)."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return str(extra.get("cli") or "--" + name.replace("_", "-"))
+
+
+def _is_size(field: FieldInfo) -> bool:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return bool(extra.get("size"))
+
+
+def options(spec: ToolSpec) -> list[inspect.Parameter]:
+    """One typer option per field of the tool's parameter model: the flag from its name, the
+    help from its description and default; booleans are --x/--no-x switches, lists comma
+    lists, sizes take K/M/G. Every value is checked by the model itself."""
+    out = []
+    for name, field in spec.params.model_fields.items():
+        base, is_list = _base(field.annotation)
+        default = field.get_default(call_default_factory=True)
+        shown = ",".join(map(str, default)) if isinstance(default, list) else default
+        if _is_size(field) and isinstance(default, int):
+            shown = format_size(default)
+        choices = typing.get_args(base) if typing.get_origin(base) is typing.Literal else ()
+        help_text = (field.description or name) + (f" ({'|'.join(choices)})" if choices
+                                                   else "")
+        if base is bool and not is_list:
+            opt = f"{flag(name, field)}/--no-{flag(name, field)[2:]}"
+            out.append(inspect.Parameter(name, _KW, annotation=bool, default=typer.Option(
+                bool(default), opt, help=help_text)))
+            continue
+        if shown not in (None, "", []):
+            help_text += f" (default: {shown})"
+        typ: Any = (base if base in (int, float) and not is_list and not _is_size(field)
+                    else str)
+        out.append(inspect.Parameter(name, _KW, annotation=typ | None, default=typer.Option(
+            None, flag(name, field), help=help_text, show_default=False)))
+    return out
+
+
+def to_params(spec: ToolSpec, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The options given (None: not given, the model's default applies) as the tool's
+    parameters: comma lists split, sizes parsed."""
+    params: dict[str, Any] = {}
+    for name, field in spec.params.model_fields.items():
+        value = kwargs.get(name)
+        if value is None:
+            continue
+        base, is_list = _base(field.annotation)
+        if is_list and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+            if base is int:
+                if not all(v.isdigit() for v in value):
+                    raise typer.BadParameter(f"takes whole numbers: {flag(name, field)} "
+                                             "123,124", param_hint=flag(name, field))
+                value = [int(v) for v in value]
+        elif _is_size(field) and isinstance(value, str):
+            value = parse_size(value, flag(name, field))
+        params[name] = value
+    return params
+
+
+def help_text(spec: ToolSpec) -> str:
+    """The command's help: the tool's description and what it needs."""
+    need = spec.prerequisite_text()
+    return spec.description + (f"\n\nIt {need}." if need else "")
+
+
+def command(spec: ToolSpec) -> Callable[..., None]:
+    """`ncclbot node NAME`: the tool's options, --json; runs it here."""
+
+    def run(**kwargs: Any) -> None:
+        from tools.probe.worker import FAULT_ENV
+
+        as_json = bool(kwargs.pop("json_out"))
+        params = to_params(spec, kwargs)
+        # Test-only fault injection: honoured here (the caller's own environment), never by
+        # the agent unless NCCLBOT_AGENT_ALLOW_FAULTS=1.
+        with progress_on_stderr(enabled=spec.progress and sys.stderr.isatty()) as progress:
+            result = run_local(spec.name, params, fault=os.environ.get(FAULT_ENV) or None,
+                               on_progress=progress)
+        _emit(result, as_json)
+
+    params = [*options(spec), inspect.Parameter("json_out", _KW, annotation=bool,
+                                                default=typer.Option(
+                                                    False, "--json",
+                                                    help="print the result as JSON"))]
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    run.__doc__ = help_text(spec)
+    run.__name__ = spec.name
+    return run
+
+
+for _spec in TOOLS.values():
+    if _spec.cli:
+        node_app.command(_spec.name, help=help_text(_spec))(command(_spec))

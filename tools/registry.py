@@ -1,143 +1,103 @@
-"""The node tools, each declared once as a `ToolSpec`: name, description (for people and
-the LLM), bounded parameter model, prerequisites and runner. The CLI options, the node
-agent's request models, the agent's tool list, Slack's commands and buttons and the cards'
-probe names all read `TOOLS`; `run_local` validates a request and runs it.
+"""The node tools: one line per tool naming its spec module (`tools/<name>/spec.py`, which
+declares `SPEC = ToolSpec(...)`, see `tools.params`). The CLI, the node agent, the LLM's
+tools, Slack and the cards' probe names all read `TOOLS`; `run_local` validates a request
+and runs it here. Importing this imports no tool's heavy parts (their runners do).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from importlib import import_module
+from typing import Any, cast
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
-from tools.env.collect import collect_env
-from tools.files import open_regular
-from tools.hang.collect import HangParams, collect_hang
-from tools.params import Params
-from tools.probe.params import ProbeParams
-from tools.probe.run import run_probe
+from tools.params import Params, Progress, RunContext, ToolSpec
 from tools.result import ToolResult
-from tools.topo.collect import collect_topology
-from tools.xid.scan import scan_xid
 
-#: hears where a probe's sweep is (see `tools.probe.launch.sweep_position`)
-Progress = Callable[[dict[str, Any]], None]
+#: Add a node diagnostic: write tools/<name>/spec.py and add its module here.
+SPEC_MODULES = (
+    "tools.topo.spec",
+    "tools.env.spec",
+    "tools.probe.spec",
+    "tools.xid.spec",
+    "tools.hang.spec",
+    "tools.libs.spec",
+)
 
-class TopoParams(Params):
-    topo_file: str | None = Field(None, max_length=4096,
-                                  description="path of a saved `nvidia-smi topo -m` output")
-    topo_text: str | None = Field(None, max_length=200_000,
-                                  description="pasted `nvidia-smi topo -m` output")
-
-
-class EnvParams(Params):
-    import_torch: bool = Field(True, description="import torch to read its CUDA/NCCL versions")
-
-
-class XidParams(Params):
-    file: str | None = Field(None, max_length=4096,
-                             description="a dmesg/journal/kern.log file; default: `dmesg`")
+TOOLS: dict[str, ToolSpec] = {
+    s.name: s for s in (cast(ToolSpec, import_module(m).SPEC) for m in SPEC_MODULES)}
+#: reads, retried by the node client after a dropped connection
+READ_TOOLS: tuple[str, ...] = tuple(n for n, s in TOOLS.items() if s.idempotent)
 
 
-def _run_topo(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
-    text = p.topo_text
-    if p.topo_file:
-        try:
-            with open_regular(p.topo_file) as fh:
-                text = fh.read(2_000_000)
-        except OSError as exc:
-            return ToolResult.failed("topo", f"topo --topo-file {p.topo_file}",
-                                     f"cannot read {p.topo_file}: {exc.strerror or exc}")
-    return collect_topology(topo_text=text)
-
-
-def _run_env(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
-    return collect_env(import_torch=p.import_torch)
-
-
-def _run_probe(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
-    return run_probe(p, fault=fault, on_progress=progress)
-
-
-def _run_xid(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
-    return scan_xid(file=p.file)
-
-
-def _run_hang(p: Any, fault: str | None, progress: Progress | None) -> ToolResult:
-    return collect_hang(p)
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    params: type[Params]
-    prerequisites: tuple[str, ...]
-    #: run(validated params, test-only fault spec, progress listener) -> result
-    run: Callable[[Any, str | None, Progress | None], ToolResult]
-
-
-TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
-    ToolSpec("topo",
-             "GPU and network topology of this node: GPUs (model, memory, ECC, remapped rows), "
-             "NVLink state and errors, P2P matrix, the nvidia-smi topology letters between GPUs "
-             "and NICs, NIC NUMA placement, PCIe ACS and IOMMU. Use for slow or hanging "
-             "intra-node communication, P2P/NVLink errors and GPU health.",
-             TopoParams, ("NVML (nvidia-ml-py + driver) for GPU facts; sysfs; lspci for ACS",),
-             _run_topo),
-    ToolSpec("env",
-             "Environment of this node: NCCL_*/TORCH_*/CUDA_* variables (secrets redacted), "
-             "python/torch/NCCL/CUDA/driver and framework versions, container, /dev/shm, "
-             "ulimits, cgroup memory, interfaces and MTUs, IB devices, nvidia_peermem, fabric "
-             "manager; with lint findings for risky settings.",
-             EnvParams, (), _run_env),
-    ToolSpec("probe",
-             "Run a bounded collective bandwidth sweep (all_reduce, all_gather, reduce_scatter, "
-             "broadcast, alltoall, send/recv) across local GPUs with NCCL (or CPU with gloo), "
-             "reporting algbw/busbw per size, correctness, hangs, and the share of the "
-             "expected bandwidth for known hardware.",
-             ProbeParams, ("torch with the requested backend", "GPUs for backend nccl"),
-             _run_probe),
-    ToolSpec("xid",
-             "Scan kernel logs (dmesg or a given file) for NVIDIA Xid errors and explain each "
-             "code: GPU fallen off the bus, ECC, NVLink, MMU faults, with severity.",
-             XidParams, ("permission to read dmesg, or a log file",), _run_xid),
-    ToolSpec("hang",
-             "For a hanging job's ranks on this node: each rank's Python stack (py-spy), a "
-             "Flight Recorder dump through its debug pipe, NCCL RAS (two polls: which ranks "
-             "launched how many collectives, which are missing or dead), a GPU sample and "
-             "recent Xid lines. Use when a job is stuck now; the bot compares the nodes and "
-             "names the odd rank out.",
-             HangParams, ("py-spy and permission to ptrace the ranks (root or "
-                          "CAP_SYS_PTRACE)", "NCCL RAS (NCCL >= 2.24) for RAS",
-                          "NVML for the GPU sample"), _run_hang),
-)}
-
-
-def validate(tool: str, params: dict[str, Any] | None) -> Params:
+def validate(tool: str, params: Mapping[str, Any] | None) -> Params:
     """The validated parameter model; KeyError for unknown tools, ValidationError on bad input."""
-    return TOOLS[tool].params.model_validate(params or {})
+    return TOOLS[tool].params.model_validate(dict(params or {}))
 
 
-def run_local(tool: str, params: dict[str, Any] | None = None, *,
-              fault: str | None = None,
-              on_progress: Callable[[dict[str, Any]], None] | None = None) -> ToolResult:
+def default_preset(tool: str) -> str:
+    """The preset a tool runs with when none is named ("" for tools without presets)."""
+    spec = TOOLS.get(tool)
+    return (spec.default_preset or "") if spec is not None else ""
+
+
+def preset_params(tool: str, preset: str | None) -> dict[str, Any]:
+    """The parameters of `tool`'s `preset` (its default when None); ValueError for an unknown
+    preset, {} for a tool without presets."""
+    spec = TOOLS[tool]
+    if not spec.presets:
+        return {}
+    name = preset or default_preset(tool)
+    if name not in spec.presets:
+        raise ValueError(f"unknown {tool} preset {name!r}; use one of: "
+                         f"{', '.join(spec.presets)}")
+    return dict(spec.presets[name])
+
+
+def tool_timeout(tool: str, params: Mapping[str, Any] | None) -> float:
+    """Seconds `tool` may run on a node with `params` (its spec's; the default parameters'
+    when these do not validate, as the node will refuse them at once)."""
+    spec = TOOLS[tool]
+    try:
+        p = spec.request_model().model_validate(dict(params or {}), strict=False)
+    except ValidationError:
+        p = spec.params()
+    return float(spec.timeout(p))
+
+
+def summarise(tool: str, result: ToolResult | Mapping[str, Any]) -> str:
+    """The tool's one-line summary of its result."""
+    r = result if isinstance(result, ToolResult) else ToolResult.model_validate(dict(result))
+    spec = TOOLS.get(tool)
+    if spec is None:
+        return r.error or r.status
+    return spec.summary(r)
+
+
+def run_local(tool: str, params: Mapping[str, Any] | None = None, *,
+              fault: str | None = None, on_progress: Progress | None = None) -> ToolResult:
     """Validate and run one tool on this node. Never raises: bad input is an error result.
 
     `fault`: a test-only fault spec for the probe's workers (`tools.probe.worker`).
-    `on_progress`: hears where a probe's sweep is (see `tools.probe_launch.sweep_position`).
+    `on_progress`: hears where a long tool is (a probe's sweep position).
+    An `unavailable` result says what the tool needs (its spec's prerequisites).
     """
-    invocation = f"{tool} {params or {}}"
+    invocation = f"{tool} {dict(params or {})}"
     if tool not in TOOLS:
         return ToolResult.failed(tool, invocation,
                                  f"unknown tool {tool!r}; known: {', '.join(TOOLS)}")
+    spec = TOOLS[tool]
     try:
         p = validate(tool, params)
     except ValidationError as exc:
         return ToolResult.failed(tool, invocation, f"invalid parameters: {exc}")
     try:
-        return TOOLS[tool].run(p, fault, on_progress)
+        result = spec.run(p, RunContext(fault=fault, progress=on_progress))
     except Exception as exc:  # noqa: BLE001 - a tool bug must still come back as a result
         return ToolResult.failed(tool, invocation, f"{type(exc).__name__}: {exc}")
+    if result.status == "unavailable" and spec.prerequisites and result.error and \
+            "needs " not in result.error:
+        result = result.model_copy(update={
+            "error": f"{result.error} ({spec.prerequisite_text()})"})
+    return result

@@ -89,7 +89,9 @@ class NodeBackend(Protocol):
 
 
 class ClientNodeBackend:
-    """Node agents through `bot.nodes.client` and the inventory in NCCLBOT_NODES_FILE."""
+    """Node agents through `bot.nodes.runner.NodeRunner` (the inventory in
+    NCCLBOT_NODES_FILE), waiting as long as each tool's spec says: a confirmed probe's own
+    timeout, not a fixed 30 s."""
 
     def __init__(self, settings: Settings, user: str = "ncclbot-llm-agent") -> None:
         self.settings = settings
@@ -97,15 +99,11 @@ class ClientNodeBackend:
 
     def run(self, node: str, tool: str, params: dict[str, Any] | None = None) -> ToolResult:
         invocation = f"node {tool} --node {node} {params or {}}"
+        from bot.errors import NcclbotError
+        from bot.nodes.runner import NodeRunner
+
         try:
-            from bot.errors import NcclbotError
-            from bot.nodes.client import client_for
-        except ImportError as exc:
-            return ToolResult.unavailable(tool, invocation, f"node client not installed: {exc}")
-        try:
-            target = load_nodes(self.settings).get(node)
-            with client_for(self.settings, target, self.user) as client:
-                return client.run(tool, params)
+            return NodeRunner(self.settings, self.user).run(node, tool, params)
         except NcclbotError as exc:
             return ToolResult.failed(tool, invocation, error_text(exc))
         except Exception as exc:  # noqa: BLE001 - a node failure is a result for the model

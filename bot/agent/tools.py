@@ -1,24 +1,29 @@
 """The tools the model may call. Each returns one `ToolResult` as JSON and never raises.
 
-search_knowledge(query), get_card(id), analyze_log(attachment), node_topology(node),
-node_env(node), propose_probe(node, preset). Probes are only proposed: a person with
-the right confirms them (Slack button, CLI prompt); the agent never runs one.
+search_knowledge(query), get_card(id), analyze_log(attachment); one tool per node tool whose
+`ToolSpec.llm` offers it (node_topology, node_env, node_libs: the node and the fields the
+spec names); propose_probe(node, preset) from the probe's presets. Each schema is a pydantic
+model (types, bounds, defaults, enums). Probes are only proposed: a person with the right
+confirms them (Slack button, CLI prompt); the agent never runs one itself.
 """
 
 from __future__ import annotations
 
 import difflib
-import inspect
 import json
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from bot.agent.attachments import analyze_log, log_diagnoses
 from bot.agent.backends import error_text, load_nodes, search_cards
 from bot.agent.context import ToolContext, invocation
 from bot.errors import NcclbotError
 from bot.knowledge.cards import Card
-from tools.probe.presets import PROBE_PRESETS
+from tools.params import ToolSpec
+from tools.registry import TOOLS
 from tools.result import ToolResult
 
 MAX_TOOL_CHARS = 12_000
@@ -85,53 +90,116 @@ def get_card(ctx: ToolContext, id: str) -> ToolResult:
     return ToolResult(tool="get_card", status="success", invocation=inv, data=data)
 
 
-def node_topology(ctx: ToolContext, node: str) -> ToolResult:
-    return ctx.nodes.run(node, "topo", None)
+def run_node_tool(ctx: ToolContext, tool: str, node: str, args: dict[str, Any]) -> ToolResult:
+    """A read-only node tool the LLM may call (its ToolSpec's `llm`): the arguments it set,
+    over the parameters always sent."""
+    spec = TOOLS[tool]
+    params = {**(spec.llm.fixed if spec.llm else {}), **args}
+    return ctx.nodes.run(node, tool, params or None)
 
 
-def node_env(ctx: ToolContext, node: str) -> ToolResult:
-    return ctx.nodes.run(node, "env", {"import_torch": False})
-
-
-def propose_probe(ctx: ToolContext, node: str, preset: str) -> ToolResult:
-    inv = invocation("propose_probe", {"node": node, "preset": preset})
-    if preset not in PROBE_PRESETS:
-        return ToolResult.failed("propose_probe", inv, f"unknown preset {preset!r}; known: "
-                                 f"{', '.join(PROBE_PRESETS)}")
+def propose(ctx: ToolContext, tool: str, node: str, preset: str) -> ToolResult:
+    """Propose a tool with presets (the probe) on a node; a person must confirm it."""
+    name = f"propose_{tool}"
+    inv = invocation(name, {"node": node, "preset": preset})
+    presets = TOOLS[tool].presets
+    if preset not in presets:
+        return ToolResult.failed(name, inv, f"unknown preset {preset!r}; known: "
+                                 f"{', '.join(presets)}")
     try:
         load_nodes(ctx.settings).get(node)
     except NcclbotError as exc:
-        return ToolResult.failed("propose_probe", inv, error_text(exc))
-    proposal = {"node": node, "preset": preset, "params": PROBE_PRESETS[preset],
+        return ToolResult.failed(name, inv, error_text(exc))
+    proposal = {"node": node, "preset": preset, "params": dict(presets[preset]),
                 "status": "proposed"}
     if proposal not in ctx.state.proposals:
         ctx.state.proposals.append(proposal)
-    return ToolResult(tool="propose_probe", status="success", invocation=inv,
+    return ToolResult(tool=name, status="success", invocation=inv,
                       data={"proposed": {"node": node, "preset": preset},
                             "note": "Proposed only: a person with the right must confirm it. "
                                     "Do not state probe results."})
 
 
-DESCRIPTIONS = {
-    "search_knowledge": "Search the curated NCCL/distributed-training incident cards. Returns "
-                        "card ids with title, category and root cause. Only cards returned by "
-                        "a tool may be cited.",
-    "get_card": "Read one incident card by id: symptoms, root cause, numbered remediation "
-                "steps, verification, sources.",
-    "analyze_log": "Analyze an attached crash log by its file name: signatures hit, ranked "
-                   "root causes with evidence lines (file, line, text), suspect ranks/hosts, "
-                   "versions and environment seen.",
-    "node_topology": "GPU/NIC topology and GPU health of a node, from its node agent.",
-    "node_env": "Environment of a node (NCCL_*/CUDA_* variables, versions, shm, ulimits, "
-                "interfaces) with lint findings, from its node agent.",
-    "propose_probe": "Propose an NCCL bandwidth probe on a node; a person must confirm it, "
-                     "you never run it. Presets: " + ", ".join(PROBE_PRESETS) + ".",
-}
+@dataclass(frozen=True)
+class LlmToolDef:
+    """One tool the model may call: its schema (a pydantic model: types, defaults, enums)
+    and what runs it."""
 
-_FUNCS: dict[str, Callable[..., ToolResult]] = {
-    "search_knowledge": search_knowledge, "get_card": get_card, "analyze_log": analyze_log,
-    "node_topology": node_topology, "node_env": node_env, "propose_probe": propose_probe,
-}
+    name: str
+    description: str
+    args: type[BaseModel]
+    run: Callable[[ToolContext, dict[str, Any]], ToolResult]
+
+
+_NODE_ARG = (str, Field(description="a node name from the inventory (or its placeholder)"))
+
+
+def _plain(name: str, description: str, func: Callable[..., ToolResult], **fields: Any
+           ) -> LlmToolDef:
+    model = create_model(f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+    return LlmToolDef(name, description, model, lambda ctx, a: func(ctx, **a))
+
+
+def _node_tool(spec: ToolSpec) -> LlmToolDef:
+    assert spec.llm is not None
+    chosen = {f: (spec.params.model_fields[f].annotation, spec.params.model_fields[f])
+              for f in spec.llm.fields}
+    model = create_model(f"{spec.llm.name}_args", __config__=ConfigDict(extra="forbid"),
+                         node=_NODE_ARG, **chosen)  # type: ignore[call-overload]
+    need = spec.prerequisite_text()
+    text = f"{spec.description} Runs on the node's agent" + (f"; it {need}." if need else ".")
+
+    def run(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
+        node = a.pop("node")
+        return run_node_tool(ctx, spec.name, node, a)
+
+    return LlmToolDef(spec.llm.name, text, model, run)
+
+
+def _proposal_tool(spec: ToolSpec) -> LlmToolDef:
+    presets = list(spec.presets)
+    about = "; ".join(f"{k}: " + ", ".join(f"{p}={v}" for p, v in params.items())
+                      for k, params in spec.presets.items())
+    choice: Any = Literal[tuple(presets)]  # the enum the model sees
+    model = create_model(
+        f"propose_{spec.name}_args", __config__=ConfigDict(extra="forbid"), node=_NODE_ARG,
+        preset=(choice, Field(presets[0], description=f"which {spec.name} to run: {about}")))
+    return LlmToolDef(
+        f"propose_{spec.name}",
+        f"Propose this on a node; a person must confirm it, you never run it: "
+        f"{spec.description} Presets: {', '.join(presets)}.", model,
+        lambda ctx, a: propose(ctx, spec.name, a["node"], a["preset"]))
+
+
+def _tool_table() -> dict[str, LlmToolDef]:
+    defs = [
+        _plain("search_knowledge", "Search the curated NCCL/distributed-training incident "
+               "cards. Returns card ids with title, category and root cause. Only cards "
+               "returned by a tool may be cited.", search_knowledge,
+               query=(str, Field(max_length=2000, description="what to look for"))),
+        _plain("get_card", "Read one incident card by id: symptoms, root cause, numbered "
+               "remediation steps, verification, sources.", get_card,
+               id=(str, Field(max_length=200, description="a card id a tool returned"))),
+        _plain("analyze_log", "Analyze an attached crash log by its file name: signatures "
+               "hit, ranked root causes with evidence lines (file, line, text), suspect "
+               "ranks/hosts, versions and environment seen.", analyze_log,
+               attachment=(str, Field(max_length=500, description="the attachment's name"))),
+        *(_node_tool(s) for s in TOOLS.values() if s.llm is not None),
+        *(_proposal_tool(s) for s in TOOLS.values() if s.presets),
+    ]
+    return {d.name: d for d in defs}
+
+
+TOOL_DEFS = _tool_table()
+
+
+def tool_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of a tool's arguments, as the model is sent it."""
+    schema = TOOL_DEFS[name].args.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema
 
 
 def call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
@@ -142,18 +210,22 @@ def call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
 
 def _call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
     inv = invocation(name, args)
-    func = _FUNCS.get(name)
-    if func is None:
-        result = ToolResult.failed(name, inv, f"unknown tool; known: {', '.join(_FUNCS)}")
+    tool = TOOL_DEFS.get(name)
+    if tool is None:
+        result = ToolResult.failed(name, inv, f"unknown tool; known: {', '.join(TOOL_DEFS)}")
     else:
         real = ctx.redactor.restore_obj(args)
         try:
-            inspect.signature(func).bind(ctx, **real)
-        except TypeError as exc:
-            result = ToolResult.failed(name, inv, f"bad arguments: {exc}")
+            checked = tool.args.model_validate(real).model_dump(exclude_unset=True)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'args'}: {e['msg']}"
+                                 for e in exc.errors())
+            result = ToolResult.failed(name, inv, f"bad arguments: {problems}")
         else:
+            if "preset" in tool.args.model_fields and "preset" not in checked:
+                checked["preset"] = tool.args.model_fields["preset"].default
             try:
-                result = func(ctx, **real)
+                result = tool.run(ctx, checked)
             except Exception as exc:  # noqa: BLE001 - tool errors go back to the model
                 result = ToolResult.failed(name, inv, f"{type(exc).__name__}: {exc}")
     ctx.trace.append({"tool": name, "args": args, "status": result.status,
@@ -162,19 +234,16 @@ def _call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
 
 
 def langchain_tools(ctx: ToolContext) -> list[Any]:
-    """The tools as LangChain StructuredTools bound to `ctx` (imports langchain lazily)."""
+    """The tools as LangChain StructuredTools bound to `ctx` (imports langchain lazily); each
+    schema is its pydantic model's (types, bounds, defaults, the presets' enum)."""
     from langchain_core.tools import StructuredTool
 
     def make(name: str) -> Any:
-        func = _FUNCS[name]
-        params = [p for p in func.__code__.co_varnames[1: func.__code__.co_argcount]]
-
         def run(**kwargs: Any) -> str:
             return call_tool(ctx, name, kwargs)
 
-        schema = {"type": "object", "properties": {p: {"type": "string"} for p in params},
-                  "required": params}
-        return StructuredTool.from_function(func=run, name=name, description=DESCRIPTIONS[name],
-                                            args_schema=schema, infer_schema=False)
+        return StructuredTool.from_function(func=run, name=name,
+                                            description=TOOL_DEFS[name].description,
+                                            args_schema=tool_schema(name), infer_schema=False)
 
-    return [make(n) for n in _FUNCS]
+    return [make(n) for n in TOOL_DEFS]

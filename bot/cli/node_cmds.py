@@ -1,9 +1,10 @@
-"""`ncclbot node topo|env|probe|xid|hang [--node NAME | --nodes A,B,..]` and `ncclbot nodes`.
+"""`ncclbot node NAME [--node NODE | --nodes A,B,..]` for every node tool, and `ncclbot nodes`.
 
-The commands are the tools' own (`tools.cli.node_app`), wrapped with `--node`: without it
-they run here; with it the same parameters go, signed, to that node's agent. `probe
---nodes` runs one sweep across several agents and localizes a slow or broken node/link;
-`hang` samples a running job's ranks (here, or on agents) and compares them.
+The commands are the tools' own (`tools.cli.node_app`, generated from each `ToolSpec`),
+wrapped with `--node`: without it they run here; with it the same parameters go, signed, to
+that node's agent through `bot.nodes.runner.NodeRunner`. `probe --nodes` runs one sweep
+across several agents and localizes a slow or broken node/link; `hang` samples a running
+job's ranks (here, or on agents) and compares them.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML settings file (or NCCLBOT_CONFIG).")
 ]
 _KW = inspect.Parameter.KEYWORD_ONLY
-_LOCAL_ONLY = ("json_out",)
 
 
 def _extra_params(tool: str) -> list[inspect.Parameter]:
+    from tools.registry import TOOLS
+
     extra = [
         inspect.Parameter("node", _KW, annotation=str | None, default=typer.Option(
             None, "--node", help="Run on this node's agent (a name in NCCLBOT_NODES_FILE).")),
         inspect.Parameter("config", _KW, annotation=Path | None, default=typer.Option(
             None, "--config", help="TOML settings file (or NCCLBOT_CONFIG).")),
     ]
-    if tool == "probe":
+    if TOOLS[tool].exclusive:  # the GPU-exclusive tool (probe): multi-node and force
         extra += [
             inspect.Parameter("nodes", _KW, annotation=str | None, default=typer.Option(
                 None, "--nodes", help="Comma list of nodes/groups: one multi-node sweep, then "
@@ -47,25 +49,29 @@ def _extra_params(tool: str) -> list[inspect.Parameter]:
     return extra
 
 
-#: Probe options that run torchrun here; an agent takes `--nodes` instead.
-_TORCHRUN_ONLY = {"nnodes": 1, "node_rank": None, "rdzv_endpoint": None,
-                  "rdzv_id": "ncclbot-probe"}
+def remote_body(tool: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The command's options as the agent's request body, checked against the agent's
+    request model first: an option the agent refuses (a file to write, a local torchrun) is
+    a usage error naming the flags, before anything is sent."""
+    from pydantic import ValidationError
 
-
-def to_params(tool: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The tool command's options as the agent's request body."""
+    from tools.cli import flag, to_params
     from tools.registry import TOOLS
 
-    fields = TOOLS[tool].params.model_fields
-    params = {k: v for k, v in kwargs.items() if k in fields and v is not None}
-    if isinstance(params.get("collectives"), str):
-        params["collectives"] = [c.strip() for c in params["collectives"].split(",") if c.strip()]
-    for key in ("min_bytes", "max_bytes"):
-        if isinstance(params.get(key), str):
-            from tools.cli import parse_size
-
-            params[key] = parse_size(params[key], f"--{key.replace('_', '-')}")
-    return params
+    spec = TOOLS[tool]
+    body = to_params(spec, kwargs)
+    try:
+        spec.request_model().model_validate(body, strict=False)
+    except ValidationError as exc:
+        fields = spec.params.model_fields
+        by_msg: dict[str, list[str]] = {}
+        for e in exc.errors():
+            name = str(e["loc"][0]) if e.get("loc") else ""
+            shown = flag(name, fields[name]) if name in fields else name or "body"
+            by_msg.setdefault(str(e["msg"]).removeprefix("Value error, "), []).append(shown)
+        raise typer.BadParameter("; ".join(f"{', '.join(flags)}: {msg}"
+                                           for msg, flags in by_msg.items())) from None
+    return body
 
 
 def wrap(tool: str, callback: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,14 +94,8 @@ def wrap(tool: str, callback: Callable[..., Any]) -> Callable[..., Any]:
                                          "local probe does not check the GPUs' processes)")
             callback(**kwargs)
             return
-        torchrun = [k for k, default in _TORCHRUN_ONLY.items()
-                    if k in kwargs and kwargs.pop(k) != default]
-        if torchrun:
-            raise typer.BadParameter(
-                f"--{', --'.join(k.replace('_', '-') for k in torchrun)} run torchrun on this "
-                "machine; with agents use --nodes A,B,.. (the bot sets up the rendezvous)")
         as_json = bool(kwargs.get("json_out"))
-        body = to_params(tool, kwargs)
+        body = remote_body(tool, kwargs)
         if force:
             body["force"] = True
         if nodes is not None:
@@ -114,52 +114,57 @@ def wrap(tool: str, callback: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def hang(
-    pids: Annotated[str | None, typer.Option(
-        "--pids", help="Comma list of the ranks' process ids here (default: every process "
-        "with RANK and LOCAL_RANK in its environment).")] = None,
-    pattern: Annotated[str | None, typer.Option(
-        "--pattern", help="Only processes whose command line contains this text.")] = None,
-    job: Annotated[str | None, typer.Option(
-        "--job", help="Only this job (TORCHELASTIC_RUN_ID or SLURM_JOB_ID).")] = None,
-    native: Annotated[bool, typer.Option("--native", help="Include C/C++ frames.")] = False,
-    ras_port: Annotated[int, typer.Option(
-        "--ras-port", help="NCCL RAS port (0: do not ask RAS).")] = 28028,
-    deadline: Annotated[float, typer.Option(
-        "--deadline", min=5.0, max=120.0, help="Seconds the whole sample may take on a node; "
-        "ranks not sampled by then are listed with a note.")] = 45.0,
-    node: Annotated[str | None, typer.Option(
-        "--node", help="Sample this node through its agent (a name in NCCLBOT_NODES_FILE).")
-    ] = None,
-    nodes: Annotated[str | None, typer.Option(
-        "--nodes", help="Comma list of nodes or groups: sample them all and compare.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
-    lang: Annotated[str, typer.Option("--lang", help="en, zh or both.")] = "both",
-    config: ConfigOpt = None,
-) -> None:
-    """Why is a running job stuck? Every rank's Python stack (py-spy), Flight Recorder
-    through the ranks' debug pipes, NCCL RAS and a GPU sample, here or on agents, compared:
-    the odd rank out, where it is, and what kind of hang it is."""
-    from bot.cli.main import _check_lang, emit, settings_from
-    from bot.nodes.commands import hang_samples
-    from bot.service import answer_hang
+def hang_command() -> Callable[..., None]:
+    """`ncclbot node hang`: the hang tool's options (from its ToolSpec) plus where to sample
+    and how to answer."""
+    from tools.cli import help_text, options, to_params
+    from tools.registry import TOOLS
 
-    try:
-        pid_list = [int(p) for p in (pids or "").split(",") if p.strip()]
-    except ValueError:
-        raise typer.BadParameter("--pids takes process ids: --pids 123,124") from None
-    body: dict[str, Any] = {"pids": pid_list, "pattern": pattern, "job": job, "native": native,
-                            "ras_port": ras_port or None, "deadline_s": deadline}
-    lang = _check_lang(lang)
-    settings = settings_from(config)
-    samples, errors = hang_samples(config, node, nodes, body)
-    if not samples:
-        from bot.errors import NodeError
+    spec = TOOLS["hang"]
 
-        raise NodeError("no sample of the job's ranks: " + "; ".join(errors),
-                        hint="Run it where the job's ranks are (as root, or with "
-                        "CAP_SYS_PTRACE), or name them with --pids.")
-    emit(answer_hang(samples, settings, lang).with_notes(*errors), as_json)
+    def hang(**kwargs: Any) -> None:
+        from bot.cli.main import _check_lang, emit, settings_from
+        from bot.nodes.commands import hang_samples
+        from bot.service import answer_hang
+
+        node, nodes, as_json = kwargs.pop("node"), kwargs.pop("nodes"), kwargs.pop("as_json")
+        lang, config = _check_lang(kwargs.pop("lang")), kwargs.pop("config")
+        body = to_params(spec, kwargs)
+        try:
+            spec.params.model_validate(body)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc).splitlines()[-1] if str(exc) else "bad option"
+                                     ) from None
+        settings = settings_from(config)
+        samples, errors = hang_samples(config, node, nodes, body)
+        if not samples:
+            from bot.errors import NodeError
+
+            raise NodeError("no sample of the job's ranks: " + "; ".join(errors),
+                            hint="Run it where the job's ranks are (as root, or with "
+                            "CAP_SYS_PTRACE), or name them with --pids.")
+        emit(answer_hang(samples, settings, lang).with_notes(*errors), as_json)
+
+    params = [*options(spec),
+              inspect.Parameter("node", _KW, annotation=str | None, default=typer.Option(
+                  None, "--node", help="Sample this node through its agent (a name in "
+                  "NCCLBOT_NODES_FILE).")),
+              inspect.Parameter("nodes", _KW, annotation=str | None, default=typer.Option(
+                  None, "--nodes", help="Comma list of nodes or groups: sample them all and "
+                  "compare.")),
+              inspect.Parameter("as_json", _KW, annotation=bool, default=typer.Option(
+                  False, "--json", help="Print the answer as JSON.")),
+              inspect.Parameter("lang", _KW, annotation=str, default=typer.Option(
+                  "both", "--lang", help="en, zh or both.")),
+              inspect.Parameter("config", _KW, annotation=Path | None, default=typer.Option(
+                  None, "--config", help="TOML settings file (or NCCLBOT_CONFIG)."))]
+    hang.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    hang.__annotations__ = {p.name: p.annotation for p in params}
+    hang.__doc__ = ("Why is a running job stuck? Every rank's Python stack (py-spy), Flight "
+                    "Recorder through the ranks' debug pipes, NCCL RAS and a GPU sample, here "
+                    "or on agents, compared: the odd rank out, where it is, and what kind of "
+                    "hang it is.\n\n" + help_text(spec))
+    return hang
 
 
 def nodes_list(config: ConfigOpt = None, as_json: Annotated[
@@ -179,6 +184,6 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
             continue
         name = info.name or info.callback.__name__
         wrapped.command(name, help=info.help)(wrap(name, info.callback))
-    wrapped.command("hang")(hang)
+    wrapped.command("hang")(hang_command())
     app.add_typer(wrapped, name="node")
     app.command("nodes")(nodes_list)

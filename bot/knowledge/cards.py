@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from tools.registry import TOOLS
+
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{2,80}$")]
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -65,9 +67,9 @@ FRAMEWORKS: frozenset[str] = frozenset(
     ]
 )
 
-#: Node diagnostics a card may suggest (ids of `ncclbot node ...` commands; the names of
-#: `tools.registry.TOOLS`, kept as data here so loading cards imports no tool; a test checks).
-PROBES: frozenset[str] = frozenset({"topo", "env", "probe", "xid", "hang"})
+#: Node diagnostics a card may suggest: the names of `tools.registry.TOOLS` (`ncclbot node
+#: ...` commands; the registry imports only the tools' declarations, never their runners).
+PROBES: frozenset[str] = frozenset(TOOLS)
 
 #: Signatures at or above this weight are decisive: they must not fire on
 #: unrelated fixtures. Lighter ones only support a diagnosis.

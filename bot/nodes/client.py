@@ -18,9 +18,9 @@ import httpx
 from bot.errors import NodeError
 from bot.nodes.inventory import Node
 from tools.agent.auth import load_secret, signed_headers
+from tools.registry import READ_TOOLS, TOOLS
 from tools.result import ToolResult
 
-READ_TOOLS = ("topo", "env", "xid", "hang")
 RETRY_STATUS = (502, 503, 504)
 
 
@@ -72,12 +72,16 @@ class NodeClient:
 
     def run(self, tool: str, params: dict[str, Any] | None = None,
             timeout: float | None = None) -> ToolResult:
-        """Run one tool there; reads are retried, probes never. A hang sample is not asked
-        again after a timeout (it has used its whole deadline there; the agent runs one at a
-        time and an identical request joins the running one, so the other retries are safe)."""
+        """Run one tool there; reads (`ToolSpec.idempotent`) are retried, probes never. A
+        single-flight tool (hang) is not asked again after a timeout (it has used its whole
+        deadline there; the agent runs one at a time and an identical request joins the
+        running one, so the other retries are safe). Use `bot.nodes.runner.NodeRunner`, which
+        waits as long as the tool's spec says."""
         body = {k: v for k, v in (params or {}).items() if v is not None}
+        spec = TOOLS.get(tool)
         data = self._call("POST", f"/v1/{tool}", body, idempotent=tool in READ_TOOLS,
-                          timeout=timeout, retry_timeout=tool != "hang")
+                          timeout=timeout,
+                          retry_timeout=not (spec is not None and spec.single_flight))
         try:
             return ToolResult.model_validate(data)
         except ValueError as exc:

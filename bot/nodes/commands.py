@@ -7,6 +7,7 @@ rich prints it (an error text like `[/x]` would otherwise crash the renderer).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,15 +28,15 @@ def _settings(config: Path | None) -> Any:
 
 def run_remote(config: Path | None, name: str, tool: str, params: dict[str, Any],
                as_json: bool) -> None:
-    from bot.nodes.client import client_for
-    from bot.nodes.inventory import load_inventory
-    from tools.cli import EXIT_CODES, render
+    """`ncclbot node TOOL --node NAME`: through the NodeRunner, printed as here."""
+    from bot.nodes.client import cli_user
+    from bot.nodes.runner import NodeRunner
+    from tools.cli import EXIT_CODES, progress_on_stderr, render
+    from tools.registry import TOOLS
 
-    settings = _settings(config)
-    node = load_inventory(settings.nodes_file).get(name)
-    timeout = float(params.get("timeout", 600.0)) + 30.0 if tool == "probe" else 60.0
-    with client_for(settings, node, timeout=timeout) as client:
-        result = client.run(tool, params)
+    runner = NodeRunner(_settings(config), cli_user())
+    with progress_on_stderr(enabled=TOOLS[tool].progress and sys.stderr.isatty()) as progress:
+        result = runner.run(name, tool, params, on_progress=progress)
     result.data.setdefault("node", name)
     if as_json:
         typer.echo(result.to_json())
@@ -49,27 +50,19 @@ def hang_samples(config: Path | None, node: str | None, nodes: str | None,
     """The `hang` diagnostic here (no node named) or on each named node's agent, in
     parallel; the samples, and what failed where."""
     from bot.nodes.hang import gather, read_sample
-    from tools.hang.collect import HangParams, collect_hang
+    from bot.nodes.runner import NodeRunner
 
     if node is None and nodes is None:
-        got = read_sample(collect_hang(HangParams.model_validate(params)).model_dump(),
-                          "this machine")
+        got = read_sample(NodeRunner().run(None, "hang", params).model_dump(), "this machine")
         return ([got], []) if not isinstance(got, str) else ([], [got])
-    from bot.nodes.client import client_for
+    from bot.nodes.client import cli_user
     from bot.nodes.inventory import load_inventory
 
     settings = _settings(config)
     names = [n.strip() for n in f"{node or ''},{nodes or ''}".split(",") if n.strip()]
-    targets = {t.name: t for t in load_inventory(settings.nodes_file).expand(names)}
-
-    # the agent answers within the sample's deadline; a little more for the way back
-    timeout = float(params.get("deadline_s") or HangParams().deadline_s) + 30.0
-
-    def run(name: str) -> dict[str, Any]:
-        with client_for(settings, targets[name], timeout=timeout) as client:
-            return client.run("hang", params).model_dump()
-
-    return gather(list(targets), run)
+    targets = [t.name for t in load_inventory(settings.nodes_file).expand(names)]
+    runner = NodeRunner(settings, cli_user())  # waits the sample's deadline and the way back
+    return gather(targets, lambda name: runner.run(name, "hang", params).model_dump())
 
 
 def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: bool,
@@ -90,7 +83,9 @@ def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: 
         if params.get("backend", "nccl") == "nccl":
             raise NodeError("--nproc (GPUs per node) is required for a multi-node nccl probe")
         params["nproc"] = 1
-    timeout = float(params.get("timeout", 600.0)) + 30.0
+    from bot.nodes.runner import NodeRunner
+
+    timeout = NodeRunner().timeout("probe", params)  # the probe's own limit, and the way back
     clients = {n.name: client_for(settings, n, timeout=timeout) for n in nodes}
     try:
         preflight(clients, bool(params.get("force")))

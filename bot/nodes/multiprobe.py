@@ -76,7 +76,9 @@ def run_group(clients: Mapping[str, NodeClient], nodes: Sequence[str],
         return GroupRun(group, False, None, 0.0, f"{group[0]}: {exc.message}",
                         {group[0]: {"status": "unreachable", "error": exc.message}})
     gid = secrets.token_hex(4)
-    http_timeout = float(params.get("timeout", 600.0)) + 30.0
+    from bot.nodes.runner import NodeRunner
+
+    http_timeout = NodeRunner().timeout("probe", params)  # the probe's limit + the way back
 
     def member(i: int, name: str) -> ToolResult | NodeError:
         body = {**params, "rendezvous": {"master_addr": host.node.host, "master_port": port,

@@ -204,14 +204,19 @@ def message(text: str) -> Rendered:
     return Rendered([block], clip(text, 2900)[0])
 
 
+def _node_help() -> str:
+    """One line per node tool, from its ToolSpec (usage, title)."""
+    from tools.registry import TOOLS
+
+    return "\n".join(f"• `/nccl {s.name} {s.usage}` {s.headline} (on-call only)"
+                     for s in TOOLS.values())
+
+
 HELP = """*ncclbot* troubleshoots NCCL and distributed-training failures.
 • Mention me or DM me with a question, and attach crash logs (.log .txt .gz .zip); I answer \
 in the thread and remember the thread's logs for follow-up questions.
 • `/nccl ask QUESTION` ask without a log
-• `/nccl probe NODE [quick|full|gloo]` run a bounded NCCL bandwidth probe on NODE (on-call only)
-• `/nccl topo NODE` · `/nccl env NODE` · `/nccl xid NODE` node diagnostics (on-call only)
-• `/nccl hang NODE,NODE|GROUP` why a running job is stuck: every rank's stack, Flight Recorder \
-and NCCL RAS on those nodes, compared (on-call only)
+""" + _node_help() + """
 • `/nccl lang en|zh|both|auto [channel]` answer language for you (or this channel)
 • `/nccl help` this text"""
 

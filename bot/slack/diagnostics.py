@@ -15,9 +15,9 @@ from bot.slack.nodes import (
     check_target,
     params_for,
     progress_text,
-    sizes_in,
 )
 from bot.slack.progress import StatusMessage, Ticker
+from tools.registry import TOOLS, default_preset
 
 log = logging.getLogger(__name__)
 #: `/nccl hang` samples at most this many nodes at once
@@ -52,7 +52,7 @@ class Diagnostics:
         """Returns the outcome written to the audit trail. `told_refused`: the person was
         already refused (in the slash command's acknowledgement); audit it, say nothing."""
         d = self.deps
-        preset = (preset or "quick") if tool == "probe" else None
+        preset = (preset or default_preset(tool)) if default_preset(tool) else None
 
         def refuse(outcome: str, text: str) -> str:
             d.store.audit(user, channel, node, tool, preset, outcome, text)
@@ -93,14 +93,12 @@ class Diagnostics:
         thread) and the files to attach there."""
         d = self.deps
         what = f"{tool} {preset}" if preset else tool
-        sizes = sizes_in(params) if tool == "probe" else 0
         status = StatusMessage(client, channel, thread_ts,
                                f"{what} on {node} for <@{user}>: starting…")
 
         def tick(elapsed: float) -> None:
             where = self._where(node, tool, user)
-            est = f", {sizes} sizes" if sizes and not where else ""
-            status.update(f"{what} on {node}{est}: {where or 'running'}, {elapsed:.0f} s…")
+            status.update(f"{what} on {node}: {where or 'running'}, {elapsed:.0f} s…")
 
         try:
             with Ticker(tick, every_s=d.progress_every_s):
@@ -189,7 +187,7 @@ class Diagnostics:
 
     def _where(self, node: str, tool: str, user: str) -> str | None:
         """"step 3/8: all_reduce, 4.2 MB" from the node's agent; None if it cannot say."""
-        if tool != "probe" or self.deps.probe_status is None:
+        if not TOOLS[tool].progress or self.deps.probe_status is None:
             return None
         try:
             return progress_text(self.deps.probe_status(node, f"slack:{user}"), f"slack:{user}")

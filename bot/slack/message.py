@@ -38,7 +38,8 @@ from bot.slack.blocks import (
     suggested_text,
 )
 from bot.slack.resolve import ACTION_RESOLVE, seen_line
-from tools.units import format_size
+from tools.probe.summary import probe_summary
+from tools.registry import TOOLS, default_preset, summarise
 
 #: The first message's text (header, sections, context), in characters.
 FIRST_MAX = 800
@@ -91,7 +92,7 @@ def _steps(per_lang: dict[Lang, list[str]] | None, lg: Lang) -> list[str]:
     return [slack_wording(s) for s in d.get(lg) or d.get("en") or []]
 
 
-_CLI_NODE = re.compile(r"`ncclbot node (topo|env|probe|xid)(?: --node [\w.-]+)?`")
+_CLI_NODE = re.compile(rf"`ncclbot node ({'|'.join(TOOLS)})(?: --node [\w.-]+)?`")
 _CLI_LOG = re.compile(r"\s*[(（]`--log FILE`[)）]")
 
 
@@ -261,7 +262,8 @@ def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
         elements.append(button(w["switch"], ACTION_LANG, json.dumps(
             {"a": answer_id, "lang": other(lg)})))
     for i, (tool, node, preset) in enumerate(finding_probes(answer)):
-        label = f"Run {tool} on {node}" if preset == "quick" else f"Run {tool} {preset} on {node}"
+        label = (f"Run {tool} on {node}" if preset == default_preset(tool)
+                 else f"Run {tool} {preset} on {node}")
         elements.append(button(label, f"{ACTION_PROBE}:{i}", json.dumps(
             {"node": node, "tool": tool, "preset": preset, "a": answer_id})))
     if hosts := stuck_hosts(answer):
@@ -278,11 +280,12 @@ def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
 def finding_probes(answer: Answer, limit: int = 3) -> list[tuple[str, str, str]]:
     """(tool, node, preset) buttons tied to the finding: the agent's proposals, then the
     diagnostic the leading cause's card names, on the hosts the analysis suspects."""
-    out = [("probe", s.node, s.preset or "quick") for s in proposed_probes(answer)]
+    out = [("probe", s.node, s.preset or default_preset("probe"))
+           for s in proposed_probes(answer)]
     hosts = list(dict.fromkeys(s.host for s in answer.diagnosis.suspects if s.host))[:2]
     tool = "probe" if "probe" in answer.probes else (answer.probes[0] if answer.probes else "")
     if tool:
-        out += [(tool, h, "quick") for h in hosts]
+        out += [(tool, h, default_preset(tool)) for h in hosts]
     return list(dict.fromkeys(out))[:limit]
 
 
@@ -416,42 +419,6 @@ def _findings(result: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(found, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 3))
 
 
-def probe_summary(rows: Sequence[dict[str, Any]]) -> tuple[str, list[str]]:
-    """A probe's verdict line and a compact table (per collective: smallest, middle and
-    largest size and the peak busbw; wrong results flagged)."""
-    if not rows:
-        return "no measurements came back", []
-    wrong = [r for r in rows if r.get("correct") is False]
-    peaks: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        c = str(r.get("collective"))
-        if c not in peaks or float(r.get("busbw_gbps") or 0) > float(peaks[c].get("busbw_gbps")
-                                                                      or 0):
-            peaks[c] = r
-    slowest = min(peaks.values(), key=lambda r: float(r.get("busbw_gbps") or 0))
-    best = max(peaks.values(), key=lambda r: float(r.get("busbw_gbps") or 0))
-    verdict = (f"peak busbw {float(best['busbw_gbps']):.3g} GB/s ({best['collective']} at "
-               f"{format_size(int(best['bytes']))})")
-    if len(peaks) > 1:
-        verdict += (f"; slowest collective {slowest['collective']} peaks at "
-                    f"{float(slowest['busbw_gbps']):.3g} GB/s")
-    if wrong:
-        verdict = (f"WRONG RESULTS in {len(wrong)} measurement(s) "
-                   f"({wrong[0]['collective']} at {format_size(int(wrong[0]['bytes']))}); "
-                   + verdict)
-    table = [f"{'collective':<15}{'size':>10}{'busbw GB/s':>12}{'time us':>11}  ok"]
-    for c in peaks:
-        mine = sorted((r for r in rows if r.get("collective") == c), key=lambda r: r["bytes"])
-        picks = list(dict.fromkeys([0, len(mine) // 2, len(mine) - 1]))
-        for i in picks:
-            r = mine[i]
-            table.append(f"{c:<15}{format_size(int(r['bytes'])):>10}"
-                         f"{float(r.get('busbw_gbps') or 0):>12.3g}"
-                         f"{float(r.get('time_us') or 0):>11.0f}  "
-                         f"{'yes' if r.get('correct', True) else 'NO'}")
-    return verdict, table[:16]
-
-
 def diagnostic_message(node: str, tool: str, result: dict[str, Any]
                        ) -> tuple[Rendered, list[Attachment]]:
     """A node diagnostic's result: the verdict first, findings, a compact table (probe);
@@ -465,11 +432,8 @@ def diagnostic_message(node: str, tool: str, result: dict[str, Any]
         verdict = str(result["error"])[:300]
     elif tool == "probe":
         verdict = probe_summary(rows)[0]
-    elif findings:
-        worst = findings[0]
-        verdict = f"{len(findings)} finding(s); first: {worst.get('message')}"
-    else:
-        verdict = "nothing to report"
+    else:  # the tool's own one-line summary (its ToolSpec)
+        verdict = summarise(tool, result)
     texts = [f"{icon} *{tool}* on `{esc(node)}` ({status}): {esc(verdict)}"]
     if findings:
         texts.append("*Findings*\n" + "\n".join(

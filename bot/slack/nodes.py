@@ -8,35 +8,24 @@ from typing import Any
 
 from bot.config import Settings
 from bot.errors import NodeError
-from tools.probe.presets import PROBE_PRESETS
-from tools.registry import TOOLS
+from tools.registry import TOOLS, preset_params
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-PRESETS = PROBE_PRESETS  # one table for the agent, the buttons and /nccl probe
 
-#: run(node, tool, params, user) -> ToolResult as a dict; raises NodeError.
+#: run(node, tool, params, user) -> ToolResult as a dict; raises NodeError (a
+#: `bot.nodes.runner.NodeRunner` underneath, see `make_runner`).
 NodeRunner = Callable[[str, str, dict[str, Any], str], dict[str, Any]]
 #: status(node, user) -> the agent's /v1/probe/status reply; raises NodeError.
 ProbeStatus = Callable[[str, str], dict[str, Any]]
 
 
-def sizes_in(params: dict[str, Any]) -> int:
-    """How many message sizes a probe sweeps (for progress messages)."""
-    lo, hi, f = params.get("min_bytes", 1024), params.get("max_bytes", 64 << 20), params.get(
-        "factor", 2.0)
-    n, s = 0, float(lo)
-    while s <= hi and n < 64:
-        n, s = n + 1, s * f
-    return n
-
-
 def params_for(tool: str, preset: str | None) -> dict[str, Any]:
-    if tool != "probe":
-        return {}
-    if (preset or "quick") not in PRESETS:
-        raise NodeError(f"unknown probe preset {preset!r}",
-                        hint=f"Use one of: {', '.join(PRESETS)}.")
-    return dict(PRESETS[preset or "quick"])
+    """The parameters of `tool`'s preset (its spec's presets; the first when None)."""
+    try:
+        return preset_params(tool, preset)
+    except ValueError as exc:
+        raise NodeError(str(exc).split(";")[0], hint="Use one of: "
+                        f"{', '.join(TOOLS[tool].presets)}.") from exc
 
 
 def check_target(node: str, tool: str) -> None:
@@ -58,36 +47,27 @@ def expand_nodes(settings: Settings, words: list[str]) -> list[str]:
         return names
 
 
-def _agent_client(settings: Settings, node: str, user: str, timeout: float) -> Any:
-    """A signed client for `node`'s agent acting for `user` (a context manager)."""
-    try:
-        from bot.nodes.client import client_for
-        from bot.nodes.inventory import load_inventory
-    except ModuleNotFoundError as exc:
-        raise NodeError(f"node diagnostics are not installed here ({exc.name})",
-                        hint="Install ncclbot[client] on the bot.") from exc
-    target = load_inventory(settings.nodes_file).get(node)
-    return client_for(settings, target, user=user, timeout=timeout)
+def make_runner(settings: Settings) -> NodeRunner:
+    """The real runner: `bot.nodes.runner.NodeRunner` (the inventory, a signed call to the
+    node's agent as `user`, waiting as long as the tool's spec says)."""
+    from bot.nodes.runner import NodeRunner as Runner
 
-
-def make_runner(settings: Settings, timeout: float = 660.0) -> NodeRunner:
-    """The real runner: inventory lookup, signed call to the node agent as `user`."""
+    runner = Runner(settings)
 
     def run(node: str, tool: str, params: dict[str, Any], user: str) -> dict[str, Any]:
-        with _agent_client(settings, node, user, timeout) as client:
-            result: dict[str, Any] = client.run(tool, params, timeout=timeout).model_dump()
-            return result
+        return runner.run(node, tool, params, user=user).model_dump()
 
     return run
 
 
-def make_status_reader(settings: Settings, timeout: float = 5.0) -> ProbeStatus:
+def make_status_reader(settings: Settings) -> ProbeStatus:
     """Asks a node's agent how far its running probe has got (for the status message)."""
+    from bot.nodes.runner import NodeRunner as Runner
+
+    runner = Runner(settings)
 
     def status(node: str, user: str) -> dict[str, Any]:
-        with _agent_client(settings, node, user, timeout) as client:
-            reply: dict[str, Any] = client.probe_status()
-            return reply
+        return runner.status(node, user)
 
     return status
 

@@ -73,9 +73,12 @@ def test_force_is_forwarded_and_authorised_by_the_agent(trio: dict[str, Agent],
 
 
 def test_torchrun_options_are_local_only(trio: dict[str, Agent]) -> None:
-    r = runner.invoke(app, ["node", "probe", "--node", "node-a", "--backend", "gloo",
-                            "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29400"])
-    assert r.exit_code == 2 and "--nnodes, --rdzv-endpoint run torchrun" in r.output
+    r = CliRunner(env={"COLUMNS": "300"}).invoke(app, [
+        "node", "probe", "--node", "node-a", "--backend", "gloo", "--nnodes", "2",
+        "--rdzv-endpoint", "127.0.0.1:29400"])
+    # the agent's own request model says why, before anything is sent
+    assert r.exit_code == 2 and "--nnodes, --rdzv-endpoint: runs torchrun" in r.output
+    assert all("/v1/probe" not in line for a in trio.values() for line in a.audit_lines())
 
 
 def test_fault_hook_needs_explicit_permission() -> None:

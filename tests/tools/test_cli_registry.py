@@ -55,7 +55,7 @@ def test_run_local_dispatch_and_errors() -> None:
     assert run_local("topo", {"bogus": 1}).error.startswith("invalid parameters")
     text = (FIXTURES / "topo/pcie_workstation_5gpu.txt").read_text()
     assert run_local("topo", {"topo_text": text}).status == "success"
-    assert set(TOOLS) == {"topo", "env", "probe", "xid", "hang"}
+    assert set(TOOLS) == {"topo", "env", "probe", "xid", "hang", "libs"}
     assert all(len(spec.description) > 40 for spec in TOOLS.values())
 
 
@@ -97,19 +97,11 @@ def test_every_tool_is_declared_once_and_read_everywhere() -> None:
     from bot.knowledge.cards import PROBES
     from bot.slack.listeners.commands import NODE_TOOLS
     from bot.slack.nodes import TOOLS as SLACK_TOOLS
-    from tools.agent.models import (
-        EnvRequest,
-        HangRequest,
-        ProbeRequest,
-        TopoRequest,
-        XidRequest,
-    )
+    from tools.agent.models import REQUESTS
 
-    assert PROBES == set(TOOLS) == set(SLACK_TOOLS) == set(NODE_TOOLS)
+    assert PROBES == set(TOOLS) == set(SLACK_TOOLS) == set(NODE_TOOLS) == set(REQUESTS)
     for spec in TOOLS.values():
         assert spec.description and callable(spec.run)
         assert validate(spec.name, None) == spec.params()
-    requests = {"topo": TopoRequest, "env": EnvRequest, "probe": ProbeRequest, "xid": XidRequest,
-                "hang": HangRequest}
-    assert set(requests) == set(TOOLS)
-    assert all(issubclass(requests[name], spec.params) for name, spec in TOOLS.items())
+        assert issubclass(REQUESTS[spec.name], spec.params)
+        assert REQUESTS[spec.name].model_config.get("strict") is True

@@ -2,9 +2,10 @@
 
     GET  /health              liveness, no signature; says only ok
     GET  /openapi.json        the schema, no signature
-    POST /v1/topo|env|xid     run that tool (validated body) -> ToolResult
-    POST /v1/hang             stacks, Flight Recorder, RAS and GPUs of a hanging job (on call;
-                              one sample at a time, an identical request joins it)
+    POST /v1/<tool>           run that tool (its ToolSpec's request model) -> ToolResult;
+                              on-call tools refuse others (403), single-flight ones run one
+                              at a time and an identical request joins it (409 otherwise):
+                              topo, env, xid, libs, hang (on call, single flight)
     POST /v1/probe            one probe at a time; 409 when busy or GPUs are in use
     POST /v1/probe/check      would a probe start now? 200, or the probe's 403/409
     POST /v1/probe/status     is a probe running, whose, and which step (k of N) it is in
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import time
@@ -33,16 +35,14 @@ from tools.agent.locks import NodeBusyError, ProbeLock
 from tools.agent.models import (
     CheckReply,
     CheckRequest,
-    EnvRequest,
-    HangRequest,
     PortReply,
     ProbeRequest,
     StatusReply,
-    TopoRequest,
-    XidRequest,
 )
 from tools.hang.flight import SampleRunningError, SingleFlight, request_key
+from tools.params import Params, ToolSpec
 from tools.probe.worker import FAULT_ENV
+from tools.registry import TOOLS
 from tools.result import ToolResult
 
 VERSION = "2"
@@ -106,7 +106,6 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
 
     run = run_tool or default_run
     lock = ProbeLock()
-    hang_flight: SingleFlight[ToolResult] = SingleFlight()
     targets = TargetCheck([*(names or ()), *(getattr(settings, "agent_names", None) or ())])
 
     app = FastAPI(title="ncclbot node agent", version=VERSION, docs_url=None, redoc_url=None,
@@ -158,50 +157,58 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         """Liveness; unsigned, so it says nothing about probes or users."""
         return {"status": "ok"}
 
-    @app.post("/v1/topo", response_model=ToolResult)
-    def topo(body: TopoRequest, request: Request) -> ToolResult:
-        """GPU/NIC topology of this node."""
-        return _tool(request, "topo", body.model_dump(exclude_none=True))
+    flights: dict[str, SingleFlight[ToolResult]] = {}
 
-    @app.post("/v1/env", response_model=ToolResult)
-    def env(body: EnvRequest, request: Request) -> ToolResult:
-        """Environment dump and lint of this node."""
-        return _tool(request, "env", body.model_dump())
+    def add_tool_route(spec: ToolSpec) -> None:
+        """`POST /v1/<name>` for a tool, from its ToolSpec: its request model, on-call rule
+        and single flight (one at a time; an identical request joins the running one)."""
+        responses: dict[int | str, dict[str, Any]] = {}
+        if spec.oncall:
+            responses[403] = {"description": "the user is not on call (NCCLBOT_ONCALL_USERS)"}
+        if spec.single_flight:
+            responses[409] = {"description": f"another {spec.name} runs here"}
+            flights[spec.name] = SingleFlight()
 
-    @app.post("/v1/xid", response_model=ToolResult)
-    def xid(body: XidRequest, request: Request) -> ToolResult:
-        """Xid errors in dmesg or an allow-listed kernel log."""
-        return _tool(request, "xid", body.model_dump(exclude_none=True))
+        def route(body: Params, request: Request) -> Any:
+            user = request.state.ncclbot_user
+            if spec.oncall and user not in allowed_force:
+                request.state.ncclbot_audit = {"tool": spec.name, "outcome": "refused",
+                                               "reason": "not on call"}
+                return JSONResponse({"detail": f"user {user} may not {spec.oncall_why} on "
+                                     f"this node; the {spec.name} diagnostic is for on-call "
+                                     "users (NCCLBOT_ONCALL_USERS)", "reason": "not_on_call"},
+                                    403)
+            if not spec.single_flight:
+                return _tool(request, spec.name, body.model_dump(exclude_none=True))
+            params = body.model_dump()
+            try:
+                result, joined = flights[spec.name].run(
+                    request_key(params), user, lambda: run(spec.name, params),
+                    spec.timeout(body))
+            except SampleRunningError as exc:
+                request.state.ncclbot_audit = {"tool": spec.name, "outcome": "busy",
+                                               "holder": exc.user, "reason": exc.why}
+                return JSONResponse({"detail": f"{exc.why} (asked by {exc.user} since "
+                                     f"{exc.since}); ask again when it is done",
+                                     "reason": f"{spec.name}_running", "holder": exc.user,
+                                     "since": exc.since}, 409)
+            request.state.ncclbot_audit = {"tool": spec.name, "params": params,
+                                           "outcome": result.status, "joined": joined,
+                                           "error": (result.error or "")[:300] or None}
+            return result
 
-    @app.post("/v1/hang", response_model=ToolResult, responses={
-        403: {"description": "the user is not on call (NCCLBOT_ONCALL_USERS)"},
-        409: {"description": "another hang sample runs here"}})
-    def hang(body: HangRequest, request: Request) -> Any:
-        """Stacks, Flight Recorder, RAS and a GPU sample of a hanging job's ranks here (on-call
-        users only: it reads other processes' stacks)."""
-        user = request.state.ncclbot_user
-        if user not in allowed_force:
-            request.state.ncclbot_audit = {"tool": "hang", "outcome": "refused",
-                                           "reason": "not on call"}
-            return JSONResponse({"detail": f"user {user} may not read the ranks' stacks on "
-                                 "this node; the hang diagnostic is for on-call users "
-                                 "(NCCLBOT_ONCALL_USERS)", "reason": "not_on_call"}, 403)
-        # one sample at a time; the same request again (a retry) joins the running one
-        params = body.model_dump()
-        try:
-            result, joined = hang_flight.run(request_key(params), user,
-                                             lambda: run("hang", params), body.deadline_s + 15)
-        except SampleRunningError as exc:
-            request.state.ncclbot_audit = {"tool": "hang", "outcome": "busy",
-                                           "holder": exc.user, "reason": exc.why}
-            return JSONResponse({"detail": f"{exc.why} (asked by {exc.user} since "
-                                 f"{exc.since}); ask again when it is done",
-                                 "reason": "hang_running", "holder": exc.user,
-                                 "since": exc.since}, 409)
-        request.state.ncclbot_audit = {"tool": "hang", "params": params,
-                                       "outcome": result.status, "joined": joined,
-                                       "error": (result.error or "")[:300] or None}
-        return result
+        route.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              annotation=spec.request_model()),
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              annotation=Request)])
+        route.__name__ = spec.name
+        app.post(f"/v1/{spec.name}", response_model=ToolResult, responses=responses,
+                 description=spec.description, summary=spec.name)(route)
+
+    for spec in TOOLS.values():
+        if not spec.exclusive:  # the GPU-exclusive probe has its own routes below
+            add_tool_route(spec)
 
     @app.post("/v1/probe/port", response_model=PortReply)
     def probe_port() -> PortReply:
@@ -231,7 +238,7 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
                            progress=progress)
 
     @app.post("/v1/probe", response_model=ToolResult, responses=_BUSY)
-    def probe(body: ProbeRequest, request: Request) -> Any:
+    def probe(body: ProbeRequest, request: Request) -> Any:  # TOOLS["probe"].request
         """Collective sweep on this node, or this node's share of a multi-node probe."""
         if (refused := force_refusal(request, body.force)) is not None:
             return refused

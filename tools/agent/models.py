@@ -1,117 +1,24 @@
-"""Request bodies the agent accepts: the tools' parameter models, narrowed for remote callers.
+"""Request and reply bodies of the node agent.
 
-Remote callers may not name files to write or binaries to run, and may read only the
-fixed kernel-log files; everything else keeps the bounds of `tools.registry`. Types are
-strict: JSON `true` or `"5"` is not an integer, `"false"` is not a boolean.
+A tool's request body is its `ToolSpec.request_model()`: its parameter model made strict
+(JSON `true` or `"5"` is not an integer, `"false"` is not a boolean), or the narrower model
+its own folder declares (no files a remote caller names, no binaries run). `REQUESTS` maps
+each tool to it; the probe's siblings (check, status, port) are declared here.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field
 
-from tools.hang.collect import HangParams
-from tools.probe.params import ProbeParams
-from tools.registry import EnvParams, TopoParams, XidParams
+from tools.params import STRICT, Params
+from tools.probe.remote import ProbeRequest, Rendezvous
+from tools.registry import TOOLS
 
-#: The only files a remote caller may ask the Xid scan to read.
-ALLOWED_LOG_FILES = ("/var/log/kern.log", "/var/log/syslog", "/var/log/messages",
-                     "/var/log/dmesg")
-_HOST = r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$"
-STRICT = ConfigDict(extra="forbid", strict=True)
+#: tool -> the body its route accepts
+REQUESTS: dict[str, type[Params]] = {name: spec.request_model() for name, spec in TOOLS.items()}
 
-
-class TopoRequest(TopoParams):
-    model_config = STRICT
-
-    @field_validator("topo_file")
-    @classmethod
-    def _no_file(cls, v: str | None) -> str | None:
-        if v is not None:
-            raise ValueError("topo_file is not accepted through the agent; send topo_text")
-        return v
-
-
-class EnvRequest(EnvParams):
-    model_config = STRICT
-
-
-class XidRequest(XidParams):
-    model_config = STRICT
-
-    @field_validator("file")
-    @classmethod
-    def _allowed_file(cls, v: str | None) -> str | None:
-        if v is not None and v not in ALLOWED_LOG_FILES:
-            raise ValueError(f"file must be one of {', '.join(ALLOWED_LOG_FILES)} "
-                             "(or omitted for dmesg)")
-        return v
-
-
-class HangRequest(HangParams):
-    """A hang sample of this node's ranks: only processes with a rank in their environment
-    are ever looked at, and `pattern` is plain text (no regex)."""
-
-    model_config = STRICT
-
-
-class Rendezvous(BaseModel):
-    """Where this node's ranks join a multi-node probe (env:// rendezvous, torchrun style)."""
-
-    model_config = STRICT
-
-    master_addr: str = Field(pattern=_HOST, max_length=253,
-                             description="address of the node whose rank 0 hosts the store")
-    master_port: int = Field(ge=1024, le=65535)
-    node_rank: int = Field(ge=0, le=1023)
-    nnodes: int = Field(ge=1, le=1024)
-    group_id: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9_-]*$",
-                          description="shown in the audit log")
-
-    @model_validator(mode="after")
-    def _rank(self) -> Rendezvous:
-        if self.node_rank >= self.nnodes:
-            raise ValueError("node_rank must be < nnodes")
-        return self
-
-
-class ProbeRequest(ProbeParams):
-    model_config = STRICT
-
-    force: bool = Field(False, description="run even while processes hold the GPUs "
-                        "(only for users in the agent's force allow list)")
-    rendezvous: Rendezvous | None = Field(None, description="join a multi-node probe")
-
-    @field_validator("plot", "nccl_tests")
-    @classmethod
-    def _no_paths(cls, v: str | None) -> str | None:
-        if v is not None:
-            raise ValueError("not accepted through the agent (no files written, no binaries run)")
-        return v
-
-    @field_validator("rdzv_endpoint", "node_rank")
-    @classmethod
-    def _no_torchrun(cls, v: object) -> object:
-        if v is not None:
-            raise ValueError("not accepted through the agent; the bot sends `rendezvous` "
-                             "for a multi-node probe")
-        return v
-
-    @field_validator("nnodes")
-    @classmethod
-    def _one_node(cls, v: int) -> int:
-        if v != 1:
-            raise ValueError("not accepted through the agent; the bot sends `rendezvous` "
-                             "for a multi-node probe")
-        return v
-
-    @model_validator(mode="after")
-    def _group(self) -> ProbeRequest:
-        if self.rendezvous is not None and self.nproc is None:
-            raise ValueError("nproc (ranks per node) is required with rendezvous")
-        return self
-
-    def tool_params(self) -> ProbeParams:
-        return ProbeParams.model_validate(self.model_dump(exclude={"force", "rendezvous"}))
+__all__ = ["REQUESTS", "CheckReply", "CheckRequest", "PortReply", "ProbeProgress", "ProbeRequest",
+           "Rendezvous", "StatusReply"]
 
 
 class CheckRequest(BaseModel):

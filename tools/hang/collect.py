@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from tools.hang import ras
 from tools.hang.model import GpuSample, HangSample, RankSample, ThreadStack
@@ -56,7 +56,8 @@ class HangParams(Params):
     flight_recorder: bool = Field(True, description="ask each rank for a Flight Recorder "
                                                     "dump through its debug pipe")
     ras_port: int | None = Field(28028, ge=1, le=65535,
-                                 description="NCCL RAS port on this node (none: skip RAS)")
+                                 description="NCCL RAS port on this node (0 or none: do not "
+                                             "ask RAS)")
     ras_interval_s: float = Field(3.0, ge=0.5, le=10.0,
                                   description="seconds between the two RAS polls")
     nccl_version: str | None = Field(None, max_length=64, pattern=r"^[0-9][0-9A-Za-z.+_-]*$",
@@ -65,9 +66,14 @@ class HangParams(Params):
                                                  "asked without one, as some versions crash")
     gpu: bool = Field(True, description="sample GPU utilisation, power and clocks (NVML)")
     timeout_s: float = Field(20.0, ge=2.0, le=60.0, description="per-part time limit")
-    deadline_s: float = Field(45.0, ge=5.0, le=120.0,
+    deadline_s: float = Field(45.0, ge=5.0, le=120.0, json_schema_extra={"cli": "--deadline"},
                               description="the whole sample's time limit: ranks not sampled "
                                           "by then are listed with a note")
+
+    @field_validator("ras_port", mode="before")
+    @classmethod
+    def _no_ras(cls, v: object) -> object:
+        return None if v == 0 and not isinstance(v, bool) else v
 
 
 class ByteBudget:

@@ -26,22 +26,30 @@ Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", 
 
 
 class ProbeParams(Params):
-    backend: Literal["nccl", "gloo"] = "nccl"
-    nproc: int | None = Field(None, ge=1, le=64, description="ranks; default: GPUs (nccl), 2")
-    min_bytes: int = Field(1024, ge=1, le=8 * GIB)
-    max_bytes: int = Field(64 * 2**20, ge=1, le=8 * GIB)
-    factor: float = Field(2.0, gt=1.0, le=1024.0)
-    warmup: int = Field(5, ge=0, le=1000)
-    iters: int = Field(20, ge=1, le=1000)
+    backend: Literal["nccl", "gloo"] = Field("nccl", description="nccl (GPUs) or gloo (CPU)")
+    nproc: int | None = Field(None, ge=1, le=64,
+                              description="ranks (default: GPUs for nccl, 2 for gloo)")
+    #: `size`: the CLI also takes K/M/G (x1024), as nccl-tests' -b/-e
+    min_bytes: int = Field(1024, ge=1, le=8 * GIB, json_schema_extra={"size": True},
+                           description="smallest message: bytes, or with K/M/G (x1024) as "
+                                       "nccl-tests' -b")
+    max_bytes: int = Field(64 * 2**20, ge=1, le=8 * GIB, json_schema_extra={"size": True},
+                           description="largest message, e.g. 16M, 1G")
+    factor: float = Field(2.0, gt=1.0, le=1024.0, description="size step (nccl-tests' -f)")
+    warmup: int = Field(5, ge=0, le=1000, description="untimed runs per size")
+    iters: int = Field(20, ge=1, le=1000, description="timed runs per size")
     collective_timeout: float = Field(60.0, ge=1.0, le=1800.0,
                                       description="seconds one collective step may take")
     timeout: float = Field(600.0, ge=1.0, le=1800.0, description="seconds for the whole probe")
     collectives: list[Collective] = Field(default_factory=lambda: list(COLLECTIVES),
-                                          min_length=1, max_length=6)
-    plot: str | None = Field(None, max_length=4096, description="write a busbw PNG here")
+                                          min_length=1, max_length=6,
+                                          description="which collectives, e.g. "
+                                                      "all_reduce,all_gather")
+    plot: str | None = Field(None, max_length=4096, description="write a busbw PNG to this file")
     nccl_tests: str | None = Field(None, max_length=4096,
-                                   description="directory of NVIDIA nccl-tests binaries")
-    nnodes: int = Field(1, ge=1, le=1024, description="nodes in a torchrun c10d rendezvous")
+                                   description="run NVIDIA nccl-tests from this directory")
+    nnodes: int = Field(1, ge=1, le=1024, description="nodes in a torchrun c10d rendezvous; "
+                        "run this same command on each (needs rdzv_endpoint)")
     node_rank: int | None = Field(None, ge=0, le=1023,
                                   description="this node's rank; node 0 hosts the c10d store")
     rdzv_endpoint: str | None = Field(

@@ -1,5 +1,6 @@
 """Probe presets: the one table of named `probe` parameter sets that the LLM agent may propose,
-Slack buttons and `/nccl probe` run, and the node agent receives (pure data)."""
+Slack buttons and `/nccl probe` run, and the node agent receives (pure data). The first is
+the default (`ToolSpec.default_preset`)."""
 
 from __future__ import annotations
 
@@ -14,4 +15,3 @@ PROBE_PRESETS: dict[str, dict[str, Any]] = {
     "gloo": {"backend": "gloo", "nproc": 2, "collectives": ["all_reduce"], "min_bytes": 1024,
              "max_bytes": 1 << 20, "factor": 4.0, "iters": 3, "warmup": 1, "timeout": 120.0},
 }
-DEFAULT_PRESET = "quick"

@@ -1,0 +1,68 @@
+"""`libs`: the libraries a running job's ranks loaded, declared once (see
+`tools.params.ToolSpec`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from tools.params import LlmTool, Params, RunContext, ToolSpec
+from tools.result import ToolResult
+
+
+class LibsParams(Params):
+    pids: list[int] = Field(default_factory=list, max_length=256,
+                            description="the ranks' process ids (default: every process with "
+                                        "RANK and LOCAL_RANK in its environment)")
+    pattern: str | None = Field(None, max_length=200,
+                                description="only processes whose command line contains this "
+                                            "text")
+    job: str | None = Field(None, max_length=200,
+                            description="only this job (TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")
+
+
+def run(p: LibsParams, ctx: RunContext) -> ToolResult:
+    from tools.libs.collect import collect_libs
+
+    return collect_libs(p.pids, p.pattern, p.job)
+
+
+def summary(result: ToolResult) -> str:
+    if result.error:
+        return result.error[:300]
+    versions = result.data.get("versions") or {}
+    text = ", ".join(f"{family} {'/'.join(vs)}" for family, vs in versions.items())
+    head = f"{len(result.data.get('ranks') or [])} rank(s): {text or 'no GPU-stack library'}"
+    return head + (f"; {result.findings[0].message}" if result.findings else "")
+
+
+def render(result: ToolResult, con: Any) -> None:
+    """One row per rank: the version of each library family it mapped."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    ranks = result.data.get("ranks") or []
+    families = list(result.data.get("versions") or {})
+    if not ranks:
+        return
+    t = Table("rank", "pid", *map(escape, families), title="libraries loaded")
+    for r in ranks:
+        t.add_row(escape(str(r["rank"])), str(r["pid"]),
+                  *[escape("/".join(r["versions"].get(f, [])) or "-") for f in families])
+    con.print(t)
+
+
+SPEC = ToolSpec(
+    "libs",
+    "The NCCL, CUDA runtime/driver, cuBLAS, cuDNN, NVRTC, torch and OpenMP libraries a "
+    "running job's ranks on this node actually loaded (from /proc/PID/maps: versioned file "
+    "names, or the pip wheel they came in), with findings when one rank mapped two copies "
+    "or ranks of one job disagree. Use when a version mismatch is suspected (undefined "
+    "symbols, NCCL built for another CUDA, ranks behaving differently).",
+    LibsParams, run,
+    prerequisites=("permission to read the ranks' /proc/PID/maps (the same user, or root)",),
+    timeout=lambda p: 30.0, summary=summary, render=render,
+    llm=LlmTool("node_libs", fields=("job",)),
+    title="the NCCL/CUDA/cuDNN/torch library versions a running job's ranks loaded",
+)
