@@ -66,6 +66,8 @@ class Question:
     thread_id: str | None = None
     lang: str = "both"
     logs_key: str | None = None
+    #: answered deciding questions (`container=yes`), evidence like any other
+    facts: tuple[tuple[str, str], ...] = ()
 
 
 def llm_configured(settings: Settings) -> bool:
@@ -322,7 +324,7 @@ class Troubleshooter:
             from bot.ask import answer_question
 
             return answer_question(q.text, lang=q.lang, settings=self.settings,
-                                   analysis=analysis)
+                                   analysis=analysis, facts=dict(q.facts))
         if analysis is not None:
             from bot.ask import resolve_lang
             from bot.service import answer_from_analysis, bundled_cards
@@ -330,7 +332,7 @@ class Troubleshooter:
             report, diagnosis = analysis
             return answer_from_analysis(report, diagnosis, bundled_cards(),
                                         resolve_lang("", q.lang) if q.lang == "auto"
-                                        else q.lang, brief=True)
+                                        else q.lang, brief=True, facts=dict(q.facts))
         return Answer.plain("no_evidence", "No log to analyze yet.",
                             NO_LOG["en"] + "\n" + NO_LOG["zh"])
 

@@ -11,7 +11,7 @@ from slack_bolt import BoltRequest, BoltResponse
 from bot.slack.conversation import Conversation
 from bot.slack.deps import Deps
 from bot.slack.diagnostics import Diagnostics
-from bot.slack.listeners import actions, commands, mentions
+from bot.slack.listeners import actions, commands, deciding, mentions
 
 log = logging.getLogger(__name__)
 
@@ -60,3 +60,4 @@ def register(app: Any, deps: Deps) -> None:
     mentions.register(app, deps, conv)
     commands.register(app, deps, conv, diag)
     actions.register(app, deps, diag)
+    deciding.register(app, deps, conv)
