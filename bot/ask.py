@@ -217,9 +217,11 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
 
 
 ABOUT = {
-    "en": "About your question: it reads most like {cats}{card}. Nothing in the log shows "
-          "it; the steps below say what would tell them apart.",
-    "zh": "关于你的问题：最接近的是{cats}{card}。日志里没有相关证据；下面的步骤说明如何区分。",
+    "en": "About your question: nothing in the log points at a cause. If the job still fails "
+          "or hangs, your words fit {cats}{card} best; the steps below say what would tell "
+          "them apart.",
+    "zh": "关于你的问题：日志里没有指向任何原因的证据。如果任务仍然失败或卡住，你的描述最接近"
+          "{cats}{card}；下面的步骤说明如何区分。",
 }
 
 

@@ -90,6 +90,9 @@ def already_done(question: str) -> set[str]:
         token = (m.group(1) or m.group(2) or "").strip().lower()
         if len(token) >= 4:
             out.add(token)
+            key = token.split("=", 1)[0]
+            if key != token and len(key) >= 4:  # --shm-size=8g also rules out --shm-size=1g
+                out.add(key)
     return out
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -259,6 +260,11 @@ class Troubleshooter:
             if strict:
                 raise
             return Answer.error(exc.message, exc.hint)
+        except ModuleNotFoundError:
+            if strict:  # a missing extra: the CLI names it in one line
+                raise
+            log.exception("the answering backend failed")
+            return Answer.failure(sys.exc_info()[1] or RuntimeError("missing module"))
         except Exception as exc:
             log.exception("the answering backend failed")
             return Answer.failure(exc)

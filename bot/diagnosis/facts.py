@@ -20,6 +20,7 @@ from bot.knowledge.taxonomy import Deciding, load_questions
 
 FACT_STRENGTH = 0.6
 RULE_OUT = 0.35
+ASKED_FOR = 0.5
 YES = frozenset({"yes", "y", "true", "1", "是", "是的"})
 NO = frozenset({"no", "n", "false", "0", "否", "不是"})
 
@@ -103,7 +104,9 @@ def deciding_question(candidates: Sequence[tuple[str, float]], answered: Mapping
     for q in questions if questions is not None else load_questions():
         if q.id in answered:
             continue
-        score = separation(q, weights)
+        # a question the leading symptom calls for counts, at a discount, for its weight
+        score = separation(q, weights) + ASKED_FOR * sum(weights.get(c, 0.0)
+                                                         for c in q.asked_for)
         if score > 0 and (best is None or score > best[0]):
             best = (score, q)
     return best[1] if best else None

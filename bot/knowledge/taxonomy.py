@@ -52,12 +52,16 @@ class Deciding(_Frozen):
     zh: str
     answers: dict[str, Implies]
     basis: tuple[Basis, ...] = Field(min_length=1)
+    #: leading categories for which the question is worth asking although its answers do not
+    #: move them (a timeout that does not say why may be a topology or network fault)
+    asked_for: tuple[str, ...] = ()
 
     def text(self, lang: str) -> str:
         return self.zh if lang == "zh" else self.en
 
     def categories(self) -> set[str]:
-        return {c for a in self.answers.values() for c in (*a.supports, *a.rules_out)}
+        return {c for a in self.answers.values()
+                for c in (*a.supports, *a.rules_out)} | set(self.asked_for)
 
 
 def _data() -> dict[str, object]:
