@@ -138,7 +138,7 @@ def capped_certainty(confidence: float, kinds: frozenset[str],
 def cap_by_log(diagnosis: Diagnosis, log_diagnosis: Diagnosis) -> None:
     """Mark each cause of a question-and-log `diagnosis` with what the log alone said of it
     (see `capped_certainty`)."""
-    alone = {}
+    alone: dict[str, tuple[float, frozenset[str]]] = {}
     for rc in log_diagnosis.root_causes:
         alone.setdefault(rc.category, (rc.confidence, rc.kinds))
     for rc in diagnosis.root_causes:

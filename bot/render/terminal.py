@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bot.answer import CERTAINTY_WORDS
-from bot.contract import Answer
+from bot.contract import Answer, Lang
 from bot.render.text import cut_words, shorten
 
 _LANG_TITLE = {"en": "Remediation", "zh": "处理步骤"}
@@ -38,7 +38,7 @@ _HEADINGS = {
 SCREEN_EVIDENCE, SCREEN_STEPS, SCREEN_SOURCES = 2, 3, 3
 
 
-def _lg(answer: Answer) -> str:
+def _lg(answer: Answer) -> Lang:
     return "zh" if answer.lang == "zh" else "en"
 
 
@@ -46,7 +46,7 @@ def headline(answer: Answer) -> str:
     """The verdict and the suspect, in the answer's language (English unless only Chinese
     was asked for)."""
     lg = _lg(answer)
-    return answer.headline.get(lg) or answer.headline.get("en") or answer.summary  # type: ignore[call-overload]
+    return answer.headline.get(lg) or answer.headline.get("en") or answer.summary
 
 
 def _pick(per_lang: dict, lg: str) -> list[str]:  # type: ignore[type-arg]
@@ -61,8 +61,12 @@ def render_compact(answer: Answer, console: Console) -> None:
     width = max(40, min(console.width, 100) - 4)
     console.print(Panel(Text(headline(answer), style="bold", overflow="fold"), title="ncclbot",
                         expand=False), soft_wrap=False)
-    if answer.explanation:
-        console.print(Text(shorten(answer.explanation, 3 * width)))
+    if answer.explanation:  # the LLM agent's plain-language account
+        console.print(f"[bold]{h['explanation']}[/]")
+        console.print(Text(shorten(answer.explanation, 4 * width)))
+    for p in answer.suggested_probes:  # proposed by the LLM agent
+        console.print(Text(cut_words(f"Probe {p.preset} on {p.node}: {p.status}"
+                                     + (f" - {p.reason}" if p.reason else ""), width)))
     if answer.text:
         console.print(Text(shorten(answer.text, 3 * width)))
     diag = answer.diagnosis
@@ -107,8 +111,8 @@ def render_compact(answer: Answer, console: Console) -> None:
         console.print(f"[bold]{h['sources']}[/]: " + escape(lead.card))
         for url in lead.sources[:SCREEN_SOURCES]:
             console.print(f"  {url}")
-    for note in answer.notes[:2]:
-        console.print(Text(cut_words(f"note: {note}", width), style="yellow"))
+    for note in answer.notes[:3]:
+        console.print(Text(shorten(f"note: {note}", 2 * width), style="yellow"))
     if diag.root_causes or answer.citations:
         console.print(Text(h["more"], style="dim"))
 
