@@ -106,6 +106,36 @@ def cache_dense(retriever: object, path: Path) -> None:
     retriever.dense = dense  # type: ignore[attr-defined]
 
 
+def one_answered_question(test: Sequence[Incident], train: Sequence[Incident], reports: dict,
+                          cards: list) -> tuple[int, int, int, int]:
+    """analyze top-1 before and after the deciding question is answered (simulated: the
+    answer the question's data implies for the incident's confirmed cause; cases where it
+    implies none stay as they were). Returns (cases, asked, top-1 before, top-1 after)."""
+    from bot.diagnosis.evaluate import judge
+    from bot.diagnosis.facts import deciding_question, truthful_answer
+
+    index = IncidentIndex(train, cards)
+    n = asked = before = after = 0
+    for case in test:
+        report = reports[case.id]
+        nb = neighbours_for(index, report, case)
+        base = diagnose(report, cards, neighbours=nb)
+        ranked = tuple(dict.fromkeys(rc.category for rc in base.root_causes))
+        ok = judge(case, ranked).top1
+        n += 1
+        before += ok
+        q = deciding_question([(rc.category, rc.confidence) for rc in base.root_causes], {}) \
+            if base.verdict == "unknown" and base.root_causes else None
+        said = truthful_answer(q, case.accepted) if q is not None else None
+        if q is None or said is None:
+            after += ok
+            continue
+        asked += 1
+        again = diagnose(report, cards, neighbours=nb, facts={q.id: said})
+        after += judge(case, tuple(dict.fromkeys(rc.category for rc in again.root_causes))).top1
+    return n, asked, before, after
+
+
 def fmt(stats: dict[str, WordStats]) -> str:
     cells = []
     for w in WORDS:
@@ -159,6 +189,8 @@ def main() -> None:
     ap.add_argument("--sealed", action="store_true",
                     help="score the sealed set with the shipped cuts (the lead runs it once)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--deciding", action="store_true",
+                    help="top-1 before/after one answered deciding question (simulated)")
     ap.add_argument("--save", type=Path, help="write the judged outcomes (a pickle)")
     ap.add_argument("--dense-cache", type=Path, default=Path(tempfile.gettempdir())
                     / "ncclbot-calibration-dense.pickle",
@@ -211,6 +243,18 @@ def main() -> None:
             summary[f"{mode} / {label}"] = {
                 w: {"n": s.n, "precision": s.precision, "coverage": round(s.coverage, 3)}
                 for w, s in stats.items()}
+    if args.deciding:
+        totals = [0, 0, 0, 0]
+        for f in range(args.folds):
+            test = [i for i in dev if fold_of(i, args.folds) == f]
+            train = [i for i in dev if fold_of(i, args.folds) != f]
+            for k, v in enumerate(one_answered_question(test, train, reports, cards)):
+                totals[k] += v
+        n, asked, before, after = totals
+        lines.append(f"one answered deciding question (analyze, simulated truthful answer): "
+                     f"asked in {asked} of {n}; top-1 {before / n:.0%} -> {after / n:.0%}")
+        summary["deciding"] = {"cases": n, "asked": asked, "top1_before": before / n,
+                               "top1_after": after / n}
     if args.fit:
         every = fit_cuts(outcomes)
         lines.append(f"cuts fit on all of dev (every mode): {every}")

@@ -110,3 +110,15 @@ def deciding_question(candidates: Sequence[tuple[str, float]], answered: Mapping
         if score > 0 and (best is None or score > best[0]):
             best = (score, q)
     return best[1] if best else None
+
+
+def truthful_answer(q: Deciding, accepted: frozenset[str] | set[str]) -> str | None:
+    """The answer a reporter whose cause is one of `accepted` would give, when the question's
+    data implies one (an answer supports the cause, or the other answers rule it out);
+    None when it does not say (for the benchmark: an answered question, simulated)."""
+    for value, implies in q.answers.items():
+        if accepted & set(implies.supports):
+            return value
+    ruling = [v for v, implies in q.answers.items() if accepted & set(implies.rules_out)]
+    rest = [v for v in q.answers if v not in ruling]
+    return rest[0] if ruling and len(rest) == 1 else None

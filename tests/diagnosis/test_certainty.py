@@ -115,3 +115,15 @@ def test_the_deciding_question_separates_the_leading_candidates() -> None:
     q = deciding_question([("version_incompatibility", 0.3), ("p2p_pcie_topology", 0.25)],
                           {"upgrade": "no"})
     assert q is not None and q.id in {"p2p_disable", "fewer_gpus"}
+
+
+def test_the_simulated_reporter_answers_what_the_question_implies() -> None:
+    from bot.diagnosis.facts import truthful_answer
+    from bot.knowledge.taxonomy import question
+
+    container = question("container")
+    assert container is not None
+    assert truthful_answer(container, {"shm_ipc_container"}) == "yes"
+    assert truthful_answer(container, {"rank_crashed"}) is None  # the data does not say
+    upgrade = question("upgrade")
+    assert upgrade is not None and truthful_answer(upgrade, {"version_incompatibility"}) == "yes"
