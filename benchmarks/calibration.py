@@ -136,6 +136,36 @@ def one_answered_question(test: Sequence[Incident], train: Sequence[Incident], r
     return n, asked, before, after
 
 
+def eval_folder(folder: Path) -> dict[str, dict[str, WordStats]]:
+    """Real cases never tuned on (`../shared/eval/cases`): per mode (analyze, ask en, ask
+    zh), per certainty word of the leading cause, how often it was right."""
+    from benchmarks.eval_cases import folder_cases
+    from bot.ask import answer_question
+    from bot.config import Settings
+    from bot.service import analyze_paths
+
+    said: dict[str, list[tuple[str, bool]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(data_dir=tmp)
+        for case in folder_cases(folder):
+            log = Path(tmp) / (Path(case["_file"]).stem + ".log")
+            log.write_text(case["log"], encoding="utf-8")
+            ok = {case["category"], *(case.get("secondary") or [])}
+            runs = {"analyze": lambda log=log: analyze_paths([str(log)], settings, "en")}
+            for key, mode in (("question", "ask en --log"), ("question_zh", "ask zh --log")):
+                if case.get(key):
+                    runs[mode] = lambda q=case[key], log=log: answer_question(
+                        q, [str(log)], "both", settings)
+            for mode, fn in runs.items():
+                a = fn()
+                top = a.root_causes[0] if a.root_causes else None
+                word = top.certainty or "weak" if top else "weak"
+                said.setdefault(mode, []).append((word, bool(top and top.category in ok)))
+    return {mode: {w: WordStats(w, sum(1 for x, _ in rows if x == w),
+                                sum(r for x, r in rows if x == w), len(rows)) for w in WORDS}
+            for mode, rows in said.items()}
+
+
 def fmt(stats: dict[str, WordStats]) -> str:
     cells = []
     for w in WORDS:
@@ -189,6 +219,8 @@ def main() -> None:
     ap.add_argument("--sealed", action="store_true",
                     help="score the sealed set with the shipped cuts (the lead runs it once)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--eval-folder", nargs="*", type=Path,
+                    help="folders of real eval cases never tuned on (e.g. ../shared/eval/cases)")
     ap.add_argument("--deciding", action="store_true",
                     help="top-1 before/after one answered deciding question (simulated)")
     ap.add_argument("--save", type=Path, help="write the judged outcomes (a pickle)")
@@ -241,6 +273,12 @@ def main() -> None:
         for label, stats in table.items():
             lines.append(f"  {label:24s} {fmt(stats)}")
             summary[f"{mode} / {label}"] = {
+                w: {"n": s.n, "precision": s.precision, "coverage": round(s.coverage, 3)}
+                for w, s in stats.items()}
+    for folder in args.eval_folder or []:
+        for mode, stats in eval_folder(folder).items():
+            lines.append(f"{folder.name} [{mode}] n={stats['likely'].total}  {fmt(stats)}")
+            summary[f"{folder.name} {mode}"] = {
                 w: {"n": s.n, "precision": s.precision, "coverage": round(s.coverage, 3)}
                 for w, s in stats.items()}
     if args.deciding:
