@@ -239,7 +239,7 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     verdict = triangulate(samples)
     report = LogReport(engine="hang")
     report.hosts.update(s.host for s in samples)
-    diagnosis = diagnose(report, cards, extra=verdict.signals)
+    diagnosis = diagnose(report, cards, extra=verdict.signals, extra_observed=True)
     diagnosis.suspects = [Suspect(c.rank, c.host, c.reason, 1.0) for c in verdict.culprits]
     if verdict.kind == "host_stuck" and any(c.id == HOST_STUCK_CARD for c in cards):
         for rc in diagnosis.root_causes:  # the card for exactly this, whatever words it shares
@@ -250,4 +250,5 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
                              log_failure=verdict.kind not in ("unknown", "progressing"))
     answer = build_answer(diagnosis, cards, None, lang, verdict=decided)
     answer.summary = f"{verdict.kind.replace('_', ' ')}: {verdict.summary}"
+    answer.headline = {lg: answer.summary for lg in answer.headline}  # what the sample shows
     return answer.with_notes(*verdict.notes)

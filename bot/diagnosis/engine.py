@@ -210,11 +210,13 @@ def cards_on_lines(report: LogReport, lines: Sequence[Evidence]) -> set[str]:
 def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] = (),
              incidents: IncidentIndex | None = None, fusion: Fusion | None = None,
              neighbours: Sequence[Neighbour] | None = None,
-             facts: Mapping[str, str] | None = None) -> Diagnosis:
+             facts: Mapping[str, str] | None = None, extra_observed: bool = False
+             ) -> Diagnosis:
     """Rank root causes. `incidents` adds the nearest-incident channel; `neighbours`, when
     given, are used instead of querying it (the benchmark reuses one query across settings);
     `facts` are answers to deciding questions (`bot.diagnosis.facts`): evidence like any
-    other, never evidence of a failure on their own."""
+    other, never evidence of a failure on their own. `extra` signals are a question's
+    unless `extra_observed` (a live hang sample's: calibrated as the log's rules are)."""
     fusion = fusion or Fusion()
     cr = analyze_ranks(report)
     # the ranks Flight Recorder dumps single out come first
@@ -249,7 +251,8 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     for s in log_sigs:
         kinds[s.category].add("detected" if s.strength >= DETECTED else "rule")
     for s in extra:
-        kinds[s.category].add("question")
+        kinds[s.category].add(("detected" if s.strength >= DETECTED else "rule")
+                              if extra_observed else "question")
     for s in sigs:
         parts[s.category].append(s.strength)
         if s.reason not in why[s.category]:
