@@ -154,7 +154,7 @@ def render_answer(answer: Answer, console: Console, details: bool = True) -> Non
             for why in rc.why[:3]:
                 console.print(f"    [dim]- {escape(why)}[/]")
             for ev in rc.evidence[:3]:
-                text = ev.text if len(ev.text) < 200 else ev.text[:200] + "..."
+                text = cut_words(ev.text, 200)
                 console.print(f"    [green]{escape(ev.file)}:{ev.line}[/]  {escape(text)}")
     if diag.suspects:
         table = Table(title=h["suspects"], show_lines=False, expand=False)

@@ -131,9 +131,8 @@ def headline(answer: Answer, lg: Lang) -> str:
     tail = f" — {who}" if who else ""
     title = cause_title(rc, lg)
     room = HEADER_MAX - len(word) - len(sep) - len(tail)
-    if len(title) > room:
-        title = title[: max(10, room - 1)].rstrip() + "…"
-    return f"{word}{sep}{title}{tail}"[:HEADER_MAX]
+    title = cut_words(title, max(10, room))
+    return shorten(f"{word}{sep}{title}{tail}", HEADER_MAX)
 
 
 def suspect_name(answer: Answer, lg: Lang) -> str:
