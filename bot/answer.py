@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 
 from bot.contract import (
     Answer,
     Citation,
+    DecidingQuestion,
     DiagnosisOut,
     EvidenceLine,
     Lang,
@@ -18,10 +20,12 @@ from bot.contract import (
     langs_of,
 )
 from bot.diagnosis.engine import Diagnosis, RootCause
+from bot.diagnosis.facts import deciding_question
 from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import category
 from bot.logs.crossrank import describe
 from bot.logs.model import LogReport
+from bot.render.text import cut_words
 
 #: A candidate's certainty in words, per language (the Slack message and the terminal).
 CERTAINTY_WORDS: dict[str, dict[str, str]] = {
@@ -48,17 +52,87 @@ NEXT_STEPS = {
 }
 
 
-def next_steps(diagnosis: Diagnosis, langs: Sequence[Lang]) -> PerLanguage:
+def next_steps(diagnosis: Diagnosis, langs: Sequence[Lang], report: LogReport | None = None,
+               seen: str = "") -> PerLanguage:
     """For an uncertain answer: what would tell the leading candidates apart, then what to
-    attach in general."""
+    attach in general; nothing the log already shows (the first failure already found is
+    quoted instead of asked for)."""
     steps: PerLanguage = {lg: [] for lg in langs}
+    first = diagnosis.crossrank.first_failure
     for cid in dict.fromkeys(rc.category for rc in diagnosis.root_causes[:3]):
         tell = category(cid).tell_apart
         for lg in langs:
+            if cid == "rank_crashed" and first is not None and first.evidence:
+                steps[lg].append(FOUND_FIRST[lg].format(
+                    who=f"rank {first.rank}" if first.rank is not None else (first.host or "?"),
+                    line=cut_words(first.evidence[0].text.strip(), 120).replace("`", "'")))
+                continue
             steps[lg].append(getattr(tell, lg))
     for lg in langs:
-        steps[lg] += [s for s in NEXT_STEPS[lg] if s not in steps[lg]]
+        general = [s for s in NEXT_STEPS[lg] if s not in steps[lg]]
+        if report is not None and report.counts.get("nccl_version"):
+            general = [s for s in general if "NCCL_DEBUG=INFO" not in s or "NCCL_DEBUG_SUBSYS"
+                       not in s] if "NCCL INFO" in seen else general
+        steps[lg] += follow_evidence(general, seen)
     return {lg: s[:6] for lg, s in steps.items()}
+
+
+FOUND_FIRST = {
+    "en": "The log already shows {who} failing first: `{line}`. Fix that error; the other "
+          "ranks' timeouts follow from it.",
+    "zh": "日志已经显示 {who} 最先出错：`{line}`。先解决这个错误，其他 rank 的超时是它引起的。",
+}
+
+#: Framework names: a step that names one appears only when the log or question shows it.
+FRAMEWORKS = ("horovod", "deepspeed", "verl", "openrlhf", "megatron", "lightning",
+              "accelerate", "vllm", "sglang", "nemo", "trl", "ray", "fairseq", "colossalai",
+              "determined", "llamafactory", "llama-factory")
+_FRAMEWORK = re.compile(r"\b(" + "|".join(re.escape(f) for f in FRAMEWORKS) + r")\b",
+                        re.IGNORECASE)
+
+
+def shown_text(report: LogReport | None, question: str = "") -> str:
+    """What the reader gave: the question and the log's kept lines (lower case)."""
+    parts = [question]
+    if report is not None:
+        parts += report.salient.lines()
+        parts += [f"{k} {v}" for k, v in report.versions.items()]
+        parts += [f"{k} {v}" for k, v in report.env.items()]
+    return "\n".join(parts).lower()
+
+
+_GREP = re.compile(r"grep\s+(?:-\w+\s+)*[\"']([^\"']+)[\"']")
+
+
+def follow_evidence(steps: Sequence[str], seen: str,
+                    found: Sequence[EvidenceLine] = (), lang: str = "en") -> list[str]:
+    """The steps, less those for a framework that neither the log nor the question shows;
+    a step that searches the logs for a line already `found` shows that line instead."""
+    out = []
+    for step in steps:
+        named = {m.lower() for m in _FRAMEWORK.findall(step)}
+        if named and not any(re.search(rf"\b{re.escape(n)}\b", seen) for n in named):
+            continue
+        hit = _already_found(step, found)
+        if hit is not None:
+            line = cut_words(" ".join(hit.text.split()).replace("`", "'"), 60)
+            step = FOUND_LINE["zh" if lang == "zh" else "en"].format(
+                where=f"{hit.file}:{hit.line}", line=line)
+        out.append(step)
+    return out
+
+
+FOUND_LINE = {"en": "The log already shows it ({where}): `{line}`.",
+              "zh": "日志里已经有这一行（{where}）：`{line}`。"}
+
+
+def _already_found(step: str, found: Sequence[EvidenceLine]) -> EvidenceLine | None:
+    """The evidence line a step's `grep "A\\|B"` would find, if any."""
+    m = _GREP.search(step)
+    if m is None or not found:
+        return None
+    words = [w for w in re.split(r"\\\||\|", m.group(1)) if len(w) >= 4]
+    return next((e for e in found if any(w in e.text for w in words)), None)
 
 
 def card_brief(card: Card, lang: str = "both") -> Citation:
@@ -81,7 +155,8 @@ def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> R
         evidence=[EvidenceLine.model_validate(e.to_dict()) for e in rc.evidence],
         category_name={lg: getattr(cat, lg) for lg in langs}, why=list(rc.why),
         title={lg: getattr(card.title, lg) for lg in langs} if card else {},
-        remediation={lg: list(getattr(card.remediation, lg)) for lg in langs} if card else {})
+        remediation={lg: list(getattr(card.remediation, lg)) for lg in langs} if card else {},
+        matched=rc.card_matched and card is not None, kinds=sorted(rc.kinds))
 
 
 def build_answer(
@@ -90,6 +165,8 @@ def build_answer(
     report: LogReport | None = None,
     lang: str = "both",
     verdict: Verdict | None = None,
+    question: str = "",
+    facts: Mapping[str, str] | None = None,
 ) -> Answer:
     """The answer: the diagnosis with its cards' steps when it is decided, what would tell
     the candidates apart when it is not. `verdict` overrides the diagnosis's (a question
@@ -101,28 +178,45 @@ def build_answer(
     top = root_causes[0] if root_causes else None
     verdict = verdict or diagnosis.verdict
     top_card = by_id.get(top.card or "") if top else None
-    confident = verdict == "diagnosed" and top_card is not None
+    # a card's steps only when the answer is decided and that card's own evidence matched
+    confident = verdict == "diagnosed" and top_card is not None and diagnosis.root_causes[0] \
+        .card_matched
+    seen = shown_text(report, question)
     cited: list[Citation] = []
     for rc in diagnosis.root_causes:
         card = by_id.get(rc.card or "")
         if card is not None and all(c.card != card.id for c in cited):
             cited.append(card_brief(card, lang))
+    heads = {lg: headline_text(diagnosis, by_id, verdict, report, lg) for lg in langs}
+    deciding = None
+    if verdict == "unknown" and diagnosis.root_causes:
+        q = deciding_question([(rc.category, rc.confidence) for rc in diagnosis.root_causes],
+                              facts or {})
+        if q is not None:
+            deciding = DecidingQuestion(id=q.id, text={lg: q.text(lg) for lg in langs},
+                                        answers=list(q.answers),
+                                        sources=[str(b.source) for b in q.basis])
     return Answer(
         verdict=verdict,
-        summary=summary_line(diagnosis, by_id, verdict),
+        summary=heads.get("en") or next(iter(heads.values())),
+        headline=heads,
+        deciding=deciding,
+        facts=dict(facts or {}),
         diagnosis=DiagnosisOut(
             verdict=verdict, root_causes=root_causes,
             suspects=[SuspectOut.model_validate(s.to_dict()) for s in diagnosis.suspects],
             ranks=describe(diagnosis.crossrank, report.world_size if report else None)),
-        remediation={lg: list(getattr(top_card.remediation, lg)) if confident and top_card
-                     else [] for lg in langs},
+        remediation={lg: follow_evidence(getattr(top_card.remediation, lg), seen,
+                                         root_causes[0].evidence, lg)
+                     if confident and top_card else [] for lg in langs},
         verify={lg: list(getattr(top_card.verify, lg)) if confident and top_card else []
                 for lg in langs},
         citations=cited,
         similar_incidents=similar_incidents(diagnosis),
         probes=sorted({p for rc in diagnosis.root_causes[:2]
                        for p in (by_id[rc.card].probes if rc.card in by_id else [])}),
-        next_steps=next_steps(diagnosis, langs) if verdict != "diagnosed" else None,
+        next_steps=next_steps(diagnosis, langs, report, seen) if verdict != "diagnosed"
+        else None,
         input=report.summary() if report is not None else None,
         lang=lang if lang in ("en", "zh", "both") else None,
     )
@@ -157,27 +251,120 @@ def similar_incidents(diagnosis: Diagnosis) -> list[SimilarIncident]:
     ]][:SIMILAR_MAX]
 
 
-def summary_line(diagnosis: Diagnosis, by_id: dict[str, Card], verdict: str) -> str:
+NO_FAILURE = {
+    "en": "The log shows no failure: read {what}, and found no NCCL error, watchdog timeout, "
+          "traceback or signal.",
+    "zh": "日志中没有发现故障：读取了 {what}，没有 NCCL 报错、watchdog 超时、Traceback 或信号。",
+}
+DOES_NOT_SAY = {"en": "{shows}; the log does not show why.", "zh": "{shows}，日志没有说明原因。"}
+MOST_LIKELY = {"en": "Most likely: {cats}.", "zh": "最可能的原因：{cats}。"}
+OR = {"en": ", or ", "zh": "，或"}
+UNCLEAR_Q = {"en": "Unclear from the question alone.", "zh": "仅凭问题无法确定。"}
+
+
+def what_was_read(report: LogReport | None, lang: str) -> str:
+    if report is None:
+        return ""
+    files, lines = len(report.sources), report.total_lines
+    ranks = len(report.ranks)
+    if lang == "zh":
+        return f"{files} 个文件、{lines} 行" + (f"、{ranks} 个 rank" if ranks else "")
+    return (f"{files} file{'s' if files != 1 else ''}, {lines} line{'s' if lines != 1 else ''}"
+            + (f", {ranks} rank{'s' if ranks != 1 else ''}" if ranks else ""))
+
+
+def _duration(ms: int | None, lang: str) -> str:
+    if not ms:
+        return ""
+    if ms >= 60_000:
+        v = f"{ms / 60_000:.3g}"
+        return f"{v} 分钟" if lang == "zh" else f"{v} min"
+    v = f"{ms / 1000:.3g}"
+    return f"{v} 秒" if lang == "zh" else f"{v} s"
+
+
+def log_shows(report: LogReport | None, diagnosis: Diagnosis, lang: str) -> str:
+    """What the log shows, in plain words (no cause): the collective that timed out, the
+    rank that failed first, or the first failure line."""
+    if report is None:
+        return ""
+    cr = diagnosis.crossrank
+    if report.timeouts:
+        suspect = cr.suspects[0].rank if cr.suspects else None
+        t = next((x for x in report.timeouts if x.rank == suspect), report.timeouts[0])
+        op = t.op or "collective"
+        seq = f" (SeqNum {t.seq})" if t.seq is not None else ""
+        after = _duration(t.timeout_ms, lang)
+        many = len(cr.timeout_ranks) > 1
+        if lang == "zh":
+            who = f"{len(cr.timeout_ranks)} 个 rank" if many else (
+                f"rank {t.rank} " if t.rank is not None else "")
+            return f"{who}的 {op}{seq.replace(' (', '（').replace(')', '）')}" + \
+                (f"在 {after} 后超时" if after else "超时")
+        who = (f"{len(cr.timeout_ranks)} ranks timed out in" if many else
+               f"Rank {t.rank}'s" if t.rank is not None else "The")
+        verb = "" if many else " timed out"
+        return f"{who} {op}{seq}{verb}" + (f" after {after}" if after else "")
+    first = cr.first_failure
+    if first is not None and first.rank is not None:
+        reason = cut_words(first.reason.split(";")[0].strip(), 70)
+        return (f"rank {first.rank} 最先出错（{reason}）" if lang == "zh"
+                else f"Rank {first.rank} failed first ({reason})")
+    lines = [e for rc in diagnosis.root_causes[:1] for e in rc.evidence]
+    if lines:
+        text = cut_words(lines[0].text.strip().replace("`", "'"), 90)
+        return f"日志报告：“{text}”" if lang == "zh" else f"The log reports “{text}”"
+    return "日志显示有故障" if lang == "zh" else "The log shows a failure"
+
+
+def headline_text(diagnosis: Diagnosis, by_id: Mapping[str, Card], verdict: str,
+                  report: LogReport | None, lang: str) -> str:
+    """The first line of an answer (see `Answer.headline`)."""
+    words = CERTAINTY_WORDS["zh" if lang == "zh" else "en"]
     if verdict == "no_evidence":
-        return "No failure evidence found in the log."
+        return NO_FAILURE[lang].format(what=what_was_read(report, lang) or "-")
     if not diagnosis.root_causes:
-        return "Unknown: the evidence fits no known root cause."
+        return ("未知：证据与已知的根因都不相符。" if lang == "zh"
+                else "Unknown: the evidence fits no known root cause.")
     rc = diagnosis.root_causes[0]
     card = by_id.get(rc.card or "")
-    what = (card.title.en if card else rc.local.title if rc.local is not None
-            else category(rc.category).en)
-    # the words follow the certainty; an undecided answer says so first
-    prefix = "Unclear; weak candidate" if rc.certainty == "weak" else "Unclear; leading candidate"
-    if verdict == "diagnosed":
-        prefix = {"likely": "Most likely", "possible": "Possibly"}.get(rc.certainty, prefix)
-    who = ""
-    if diagnosis.suspects:
-        s = diagnosis.suspects[0]
-        who = (
-            " Suspect: "
-            + ", ".join(
-                x for x in (f"rank {s.rank}" if s.rank is not None else "", s.host or "") if x
-            )
-            + "."
-        )
-    return f"{prefix}: {rc.category} ({rc.confidence:.0%}) - {what}.{who}"
+    who = _suspect(diagnosis, lang)
+    if card is not None and rc.card_matched and rc.certainty != "weak":
+        sep = "：" if lang == "zh" else ": "
+        word = words[rc.certainty] if verdict == "diagnosed" or rc.certainty != "likely" \
+            else words["possible"]
+        title = getattr(card.title, lang).rstrip("。.")
+        return f"{word}{sep}{title}{'。' if lang == 'zh' else '.'}{who}"
+    if rc.local is not None and rc.certainty != "weak":
+        # the team's own resolved incident is this cause's own evidence (its nearest match)
+        sep = "：" if lang == "zh" else ": "
+        word = words[rc.certainty] if verdict == "diagnosed" or rc.certainty != "likely" \
+            else words["possible"]
+        title = rc.local.title.rstrip("。.")
+        return f"{word}{sep}{title}{'。' if lang == 'zh' else '.'}{who}"
+    cats = list(dict.fromkeys(x.category for x in diagnosis.root_causes))
+    lead = [c for i, c in enumerate(cats[:3])
+            if i == 0 or next(x for x in diagnosis.root_causes if x.category == c).certainty
+            != "weak"][:2]
+    if len(lead) < 2 and len(cats) > 1:
+        lead = cats[:2]
+    names = OR[lang].join(category(c).short(lang) for c in lead)
+    shows = log_shows(report, diagnosis, lang) if report is not None else ""
+    if verdict == "diagnosed" and rc.certainty == "likely":
+        sep = "：" if lang == "zh" else ": "
+        first = f"{words['likely']}{sep}{category(rc.category).short(lang)}"
+        end = "。" if lang == "zh" else "."
+        return first + (f"{end} {shows}{end}" if shows and lang != "zh" else
+                        f"{end}{shows}{end}" if shows else end)
+    head = DOES_NOT_SAY[lang].format(shows=shows) if shows else UNCLEAR_Q[lang]
+    return f"{head} {MOST_LIKELY[lang].format(cats=names)}".replace("。 ", "。")
+
+
+def _suspect(diagnosis: Diagnosis, lang: str) -> str:
+    if not diagnosis.suspects:
+        return ""
+    s = diagnosis.suspects[0]
+    parts = [x for x in (f"rank {s.rank}" if s.rank is not None else "", s.host or "") if x]
+    if not parts:
+        return ""
+    return f"可疑：{' '.join(parts)}。" if lang == "zh" else f" Suspect: {', '.join(parts)}."

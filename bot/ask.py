@@ -18,13 +18,23 @@ How the question and the log combine:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from bot.answer import build_answer
+from bot.answer import build_answer, follow_evidence, shown_text
 from bot.config import Settings
-from bot.contract import Answer, Lang, PerLanguage, RetrievalHit, decide_verdict, langs_of
-from bot.diagnosis.engine import Diagnosis, diagnose
+from bot.contract import (
+    DIAGNOSED_FROM,
+    Answer,
+    Lang,
+    PerLanguage,
+    RetrievalHit,
+    Verdict,
+    decide_verdict,
+    langs_of,
+)
+from bot.diagnosis.engine import Diagnosis, cap_by_log, diagnose
 from bot.diagnosis.nearest import Neighbour, VoteParams, category_votes
 from bot.diagnosis.rules import Signal
 from bot.knowledge.cards import Card
@@ -94,8 +104,9 @@ def question_signals(hits: Sequence[Any], scale: float) -> list[Signal]:
 
 
 def next_steps(categories: Sequence[str], cards: Sequence[Card], has_log: bool,
-               langs: Sequence[Lang]) -> PerLanguage:
-    """What would tell the candidate categories apart, in order of the candidates."""
+               langs: Sequence[Lang], hang: bool = False, seen: str = "") -> PerLanguage:
+    """What would tell the candidate categories apart, in order of the candidates (a live
+    hang probe only when the log shows a hang; a framework's step only when it is seen)."""
     steps: list[tuple[str, str]] = [] if has_log else [ATTACH_LOG]
     for cat in dict.fromkeys(categories):
         if cat in DISCRIMINATORS and DISCRIMINATORS[cat] not in steps:
@@ -103,9 +114,12 @@ def next_steps(categories: Sequence[str], cards: Sequence[Card], has_log: bool,
     probes = dict.fromkeys(p for c in cards for p in c.probes)
     mentioned = " ".join(en for en, _ in steps)
     for p in probes:
+        if p == "hang" and not hang:
+            continue
         if f"ncclbot node {p}" not in mentioned:
             steps.append((PROBE_STEP[0].format(p=p), PROBE_STEP[1].format(p=p)))
-    return {lg: [s[0 if lg == "en" else 1] for s in steps[:6]] for lg in langs}
+    kept = [s for s in steps if follow_evidence([s[0]], seen)]
+    return {lg: [s[0 if lg == "en" else 1] for s in kept[:6]] for lg in langs}
 
 
 def asked_signals(asked: Sequence[Neighbour], weight: float = ASKED_WEIGHT) -> list[Signal]:
@@ -119,13 +133,24 @@ def asked_signals(asked: Sequence[Neighbour], weight: float = ASKED_WEIGHT) -> l
     return out
 
 
-def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str = "both",
-            report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
-            distinctive: set[str] | None = None, asked: Sequence[Neighbour] = (),
-            asked_weight: float = ASKED_WEIGHT) -> Answer:
+@dataclass
+class Composed:
+    """What the question and the log decide, before it is put in words."""
+
+    diagnosis: Diagnosis
+    specific: bool
+    verdict: Verdict
+    has_log: bool
+
+
+def compose_diagnosis(question: str, cards: Sequence[Card], hits: Sequence[Any],
+                      report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
+                      distinctive: set[str] | None = None, asked: Sequence[Neighbour] = (),
+                      asked_weight: float = ASKED_WEIGHT,
+                      facts: Mapping[str, str] | None = None) -> Composed:
     """Pure: the question, its retrieval hits, the past incidents it resembles (`asked`) and
-    the optional log analysis -> an answer."""
-    log_decisive = log_diagnosis is not None and log_diagnosis.verdict == "diagnosed"
+    the optional log analysis -> the ranked diagnosis and its verdict."""
+    log_decisive = log_diagnosis is not None and log_decides(log_diagnosis)
     specific = is_specific(hits, distinctive or set())
     scale = SCALE_LOG_DECISIVE if log_decisive else SCALE_SPECIFIC if specific else SCALE_VAGUE
     has_log = report is not None and report.evidence_found
@@ -133,35 +158,92 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
     extra = [*question_signals(hits, scale),
              *([] if log_decisive else asked_signals(asked, asked_weight))]
     diagnosis = diagnose(report or LogReport(), cards, extra=extra,
-                         neighbours=log_diagnosis.neighbours if log_diagnosis else None)
+                         neighbours=log_diagnosis.neighbours if log_diagnosis else None,
+                         facts=facts)
+    if log_diagnosis is not None and report is not None:
+        cap_by_log(diagnosis, log_diagnosis)
     by_cat: dict[str, str] = {}
-    for h in sorted(hits, key=question_score, reverse=True):
+    ranked = sorted(hits, key=question_score, reverse=True)
+    for h in ranked:
         by_cat.setdefault(h.category, h.card)
     for rc in diagnosis.root_causes:
         if (rc.category in by_cat and not diagnosis.card_scores.get(rc.card or "")
                 and rc.local is None):  # the team's own resolution keeps its card (or none)
             rc.card = by_cat[rc.category]
-    top = diagnosis.root_causes[0].confidence if diagnosis.root_causes else None
-    verdict = decide_verdict(top, logs_given=report is not None,
+            # a question that points at one card is that card's own evidence
+            rc.card_matched = rc.card_matched or (specific and rc.card == ranked[0].card)
+    if specific and ranked:
+        for rc in diagnosis.root_causes:
+            if rc.card == ranked[0].card:
+                rc.kinds = rc.kinds | {"specific"}
+    top = diagnosis.root_causes[0] if diagnosis.root_causes else None
+    verdict = decide_verdict(top.certainty if top else None, logs_given=report is not None,
                              log_failure=has_log or (log_diagnosis is not None
                                                      and log_diagnosis.verdict != "no_evidence"),
                              grounded_question=specific)
-    answer = build_answer(diagnosis, cards, report, lang, verdict)
+    return Composed(diagnosis, specific, verdict, has_log)
+
+
+def log_decides(diagnosis: Diagnosis) -> bool:
+    """Whether a log's own diagnosis is firm enough that a question only breaks ties."""
+    top = diagnosis.root_causes[0] if diagnosis.root_causes else None
+    return diagnosis.verdict != "no_evidence" and top is not None and \
+        top.confidence >= DIAGNOSED_FROM
+
+
+def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str = "both",
+            report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
+            distinctive: set[str] | None = None, asked: Sequence[Neighbour] = (),
+            asked_weight: float = ASKED_WEIGHT, facts: Mapping[str, str] | None = None
+            ) -> Answer:
+    """Pure: `compose_diagnosis` put in words (an `Answer`)."""
+    c = compose_diagnosis(question, cards, hits, report, log_diagnosis, distinctive, asked,
+                          asked_weight, facts)
+    diagnosis, verdict = c.diagnosis, c.verdict
+    answer = build_answer(diagnosis, cards, report, lang, verdict, question, facts)
     langs = langs_of(lang)
     answer.question = question
     answer.lang = lang  # type: ignore[assignment]  # resolved to en, zh or both by the caller
-    answer.specific = specific
+    answer.specific = c.specific
     answer.retrieval = [RetrievalHit.model_validate(h.to_dict()) for h in hits]
+    if verdict == "no_evidence" and diagnosis.root_causes:
+        answer.text = about_question(diagnosis, cards, "zh" if lang == "zh" else "en")
     if verdict != "diagnosed":
         cats = [rc.category for rc in diagnosis.root_causes[:4]]
-        chosen = [c for c in cards if c.id in {rc.card for rc in diagnosis.root_causes[:3]}]
-        answer.next_steps = next_steps(cats, chosen, has_log, langs)
+        chosen = [k for k in cards if k.id in {rc.card for rc in diagnosis.root_causes[:3]}]
+        answer.next_steps = next_steps(cats, chosen, report is not None, langs,
+                                       hang=bool(report is not None and report.timeouts),
+                                       seen=shown_text(report, question))
     return answer
+
+
+ABOUT = {
+    "en": "About your question: nothing in the log points at a cause. If the job still fails "
+          "or hangs, your words fit {cats}{card} best; the steps below say what would tell "
+          "them apart.",
+    "zh": "关于你的问题：日志里没有指向任何原因的证据。如果任务仍然失败或卡住，你的描述最接近"
+          "{cats}{card}；下面的步骤说明如何区分。",
+}
+
+
+def about_question(diagnosis: Diagnosis, cards: Sequence[Card], lang: str) -> str:
+    """A question beside a healthy log, answered as a question: the causes it reads like."""
+    from bot.knowledge.taxonomy import category
+
+    cats = list(dict.fromkeys(rc.category for rc in diagnosis.root_causes))[:2]
+    names = ("，或" if lang == "zh" else ", or ").join(category(c).short(lang) for c in cats)
+    by_id = {c.id: c for c in cards}
+    top = diagnosis.root_causes[0]
+    card = by_id.get(top.card or "") if top.card_matched else None
+    title = getattr(card.title, lang) if card else ""
+    shown = (f"（参见“{title}”）" if lang == "zh" else f" (see “{title}”)") if title else ""
+    return ABOUT[lang].format(cats=names, card=shown)
 
 
 def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "both",
                     settings: Settings | None = None,
-                    analysis: tuple[LogReport, Diagnosis] | None = None) -> Answer:
+                    analysis: tuple[LogReport, Diagnosis] | None = None,
+                    facts: Mapping[str, str] | None = None) -> Answer:
     """Answer a question, with optional log files (or their `analysis`, already made): the
     answer of `analyze` plus `question`, `lang`, `specific` and `retrieval`."""
     from bot.config import load_settings
@@ -182,5 +264,5 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
     hits = retriever.search(question, 8, base)
     asked = question_index(settings.cache_dir).nearest(question, ASKED_VOTES.k)
     answer = compose(question, cards, hits, out_lang, report, base,
-                     retriever.sparse.distinctive(DISTINCTIVE_DF), asked)
+                     retriever.sparse.distinctive(DISTINCTIVE_DF), asked, facts=facts)
     return add_source_notes(answer, report) if report is not None else answer

@@ -33,19 +33,19 @@ def langs_of(lang: str) -> tuple[Lang, ...]:
     raise ValueError(f"lang must be en, zh or both, not {lang!r}")
 
 
-def decide_verdict(top_confidence: float | None, *, logs_given: bool, log_failure: bool,
+def decide_verdict(top_certainty: str | None, *, logs_given: bool, log_failure: bool,
                    grounded_question: bool = False) -> Verdict:
     """The one rule for an answer's verdict.
 
     - logs were given but show no failure: `no_evidence` (a question cannot turn an
       evidence-free log into a diagnosis; candidates are still listed);
-    - a leading cause at or above `DIAGNOSED_FROM`, backed by failure evidence in the logs or
-      by a question (or an LLM answer) that points at one card: `diagnosed`;
-    - otherwise `unknown`.
+    - a leading cause that is `likely`, backed by failure evidence in the logs or by a
+      question (or an LLM answer) that points at one card: `diagnosed`;
+    - otherwise `unknown` (a `possible` cause is a candidate, not a diagnosis).
     """
     if logs_given and not log_failure:
         return "no_evidence"
-    if top_confidence is None or top_confidence < DIAGNOSED_FROM:
+    if top_certainty != "likely":
         return "unknown"
     return "diagnosed" if log_failure or grounded_question else "unknown"
 
@@ -74,6 +74,11 @@ class RootCauseOut(_Model):
     why: list[str] = Field(default_factory=list)
     remediation: PerLanguage = Field(default_factory=dict, description="the card's steps")
     local: str | None = Field(default=None, description="the team's own incident it rests on")
+    matched: bool = Field(default=False, description="the card's own evidence matched (its "
+                          "signature fired, or its incidents are the nearest ones)")
+    kinds: list[str] = Field(default_factory=list, description="the kinds of evidence "
+                             "behind the category: signature, detected, rule, nearest, "
+                             "question, fact")
 
 
 class SuspectOut(_Model):
@@ -87,6 +92,16 @@ class DiagnosisOut(_Model):
     root_causes: list[RootCauseOut] = Field(default_factory=list, description="best first")
     suspects: list[SuspectOut] = Field(default_factory=list)
     ranks: list[str] = Field(default_factory=list, description="what the ranks did, in lines")
+
+
+class DecidingQuestion(_Model):
+    """The one question that best tells the leading candidates apart (an undecided answer);
+    answer it with `--fact ID=ANSWER` or the Slack buttons."""
+
+    id: str
+    text: Titles
+    answers: list[str]
+    sources: list[str] = Field(default_factory=list, description="threads where it decided")
 
 
 class Citation(_Model):
@@ -155,6 +170,12 @@ class Answer(_Model):
 
     verdict: Verdict
     summary: str
+    #: the first line a reader sees, per language: what the log shows and the cause (a
+    #: card's title only when that card's own evidence matched)
+    headline: Titles = Field(default_factory=dict)
+    #: the question that would decide between the candidates, and the answers already given
+    deciding: DecidingQuestion | None = None
+    facts: dict[str, str] = Field(default_factory=dict)
     #: a plain message when there is no diagnosis to show (errors, "attach a log")
     text: str = ""
     diagnosis: DiagnosisOut = Field(default_factory=DiagnosisOut)

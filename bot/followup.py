@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from bot.contract import Answer, Lang
 from bot.knowledge.cards import Card
+from bot.render.text import sentences, shorten
 from bot.retrieval.tokenize import has_cjk, tokenize
 
 MAX_CHARS = 600
@@ -70,13 +71,29 @@ def candidates(answer: Answer, cards: Mapping[str, Card], lg: Lang
 
 
 def _sentences(text: str) -> list[str]:
-    out, cur = [], ""
-    for ch in text:
-        cur += ch
-        if ch in ".。;；" and len(cur) > 20:
-            out.append(cur)
-            cur = ""
-    return [*out, cur] if cur.strip() else out
+    """Sentences, never split inside an IP address, a version or code (`render.text`)."""
+    return sentences(text)
+
+
+#: The question says what was already done ("we already run with --ipc=host").
+ALREADY = re.compile(r"\balready\b|\btried\b|\bwe (?:do|did|use|run|set)\b|"
+                     r"已经|试过|用过|设置过|加过", re.IGNORECASE)
+_TECH = re.compile(r"`([^`]+)`|(--?[\w.-]+(?:=[\w./:-]+)?|[A-Z][A-Z0-9]*_[A-Z0-9_]+(?:=\S+)?)")
+
+
+def already_done(question: str) -> set[str]:
+    """The flags, settings and code the question says were already tried (lower case)."""
+    if not ALREADY.search(question):
+        return set()
+    out = set()
+    for m in _TECH.finditer(question):
+        token = (m.group(1) or m.group(2) or "").strip().lower()
+        if len(token) >= 4:
+            out.add(token)
+            key = token.split("=", 1)[0]
+            if key != token and len(key) >= 4:  # --shm-size=8g also rules out --shm-size=1g
+                out.add(key)
+    return out
 
 
 #: What kind of sentence a question asks for, from its wording.
@@ -107,7 +124,9 @@ def document_frequencies(cards: Mapping[str, Card], lg: Lang) -> tuple[Counter[s
 def follow_up(question: str, answer: Answer, cards: Mapping[str, Card]) -> FollowUp:
     """The reply to `question` from the thread's `answer` and its cards."""
     lg = question_lang(question)
-    pool = candidates(answer, cards, lg)
+    tried = already_done(question)
+    pool = [c for c in candidates(answer, cards, lg)
+            if not (c[0] == "step" and any(t in c[2].lower() for t in tried))]
     tokens = [Counter(tokenize(text)) for _, _, text in pool]
     df, n = _frequencies(cards, lg)
     n = max(n, 1)
@@ -138,9 +157,7 @@ def follow_up(question: str, answer: Answer, cards: Mapping[str, Card]) -> Follo
     best.sort(key=lambda x: x[1])
     sep = "：" if lg == "zh" else ": "
     lines = [f"{LEAD[kind][lg]}{sep}{text}" for _, _, kind, _, text in best]
-    text = "\n".join(lines)
-    if len(text) > MAX_CHARS:
-        text = text[: MAX_CHARS - 1].rstrip() + "…"
+    text = shorten("\n".join(lines), MAX_CHARS)
     used = list(dict.fromkeys(card for *_, card, _ in best if card))
     return FollowUp(text, lg, used)
 
@@ -157,8 +174,6 @@ def _frequencies(cards: Mapping[str, Card], lg: Lang) -> tuple[Counter[str], int
 
 def agent_follow_up(answer: Answer, lang: Lang) -> FollowUp:
     """The LLM agent's reply to a follow-up: its explanation, cut to the reply's length."""
-    text = answer.explanation.strip() or answer.summary
-    if len(text) > MAX_CHARS:
-        text = text[: MAX_CHARS - 1].rstrip() + "…"
+    text = shorten(answer.explanation.strip() or answer.summary, MAX_CHARS)
     return FollowUp(text, lang, [c.card for c in answer.citations][:3])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache, partial
 from pathlib import Path
 from types import ModuleType
@@ -194,18 +194,25 @@ def analyze_paths(
     settings: Settings | None = None,
     lang: str = "both",
     stdin: BinaryIO | None = None,
+    facts: Mapping[str, str] | None = None,
 ) -> Answer:
-    """Analyze log files (or '-' for stdin) and return the answer."""
+    """Analyze log files (or '-' for stdin) and return the answer (`facts`: answered
+    deciding questions, `--fact KEY=VALUE`)."""
     cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
     report, diagnosis = analyze_sources(expand_inputs(paths, stdin), settings, cards)
-    return answer_from_analysis(report, diagnosis, cards, lang)
+    return answer_from_analysis(report, diagnosis, cards, lang, facts=facts)
 
 
 def answer_from_analysis(report: LogReport, diagnosis: Diagnosis, cards: Sequence[Card],
-                         lang: str = "both", brief: bool = False) -> Answer:
+                         lang: str = "both", brief: bool = False,
+                         facts: Mapping[str, str] | None = None) -> Answer:
     """The answer from the logs alone, with what went wrong reading them and, when nothing
-    was found, what was read (`brief`: without listing what was looked for)."""
-    answer = add_source_notes(build_answer(diagnosis, list(cards), report, lang), report)
+    was found, what was read (`brief`: without listing what was looked for). With `facts`
+    the causes are ranked again with those answers as evidence (same neighbours)."""
+    if facts:
+        diagnosis = diagnose(report, list(cards), neighbours=diagnosis.neighbours, facts=facts)
+    answer = add_source_notes(build_answer(diagnosis, list(cards), report, lang, facts=facts),
+                              report)
     if diagnosis.verdict == "no_evidence":
         looked_for = "" if brief else (" (no NCCL errors, watchdog timeouts, tracebacks or "
                                        "signals)")
@@ -250,15 +257,16 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     verdict = triangulate(samples)
     report = LogReport(engine="hang")
     report.hosts.update(s.host for s in samples)
-    diagnosis = diagnose(report, cards, extra=verdict.signals)
+    diagnosis = diagnose(report, cards, extra=verdict.signals, extra_observed=True)
     diagnosis.suspects = [Suspect(c.rank, c.host, c.reason, 1.0) for c in verdict.culprits]
     if verdict.kind == "host_stuck" and any(c.id == HOST_STUCK_CARD for c in cards):
         for rc in diagnosis.root_causes:  # the card for exactly this, whatever words it shares
             if rc.category == "straggler_or_imbalance":
                 rc.card = HOST_STUCK_CARD
-    top = diagnosis.root_causes[0].confidence if diagnosis.root_causes else None
+    top = diagnosis.root_causes[0].certainty if diagnosis.root_causes else None
     decided = decide_verdict(top, logs_given=True,
                              log_failure=verdict.kind not in ("unknown", "progressing"))
     answer = build_answer(diagnosis, cards, None, lang, verdict=decided)
     answer.summary = f"{verdict.kind.replace('_', ' ')}: {verdict.summary}"
+    answer.headline = {lg: answer.summary for lg in answer.headline}  # what the sample shows
     return answer.with_notes(*verdict.notes)

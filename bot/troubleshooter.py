@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -66,6 +67,8 @@ class Question:
     thread_id: str | None = None
     lang: str = "both"
     logs_key: str | None = None
+    #: answered deciding questions (`container=yes`), evidence like any other
+    facts: tuple[tuple[str, str], ...] = ()
 
 
 def llm_configured(settings: Settings) -> bool:
@@ -263,6 +266,11 @@ class Troubleshooter:
             if strict:
                 raise
             return Answer.error(exc.message, exc.hint)
+        except ModuleNotFoundError:
+            if strict:  # a missing extra: the CLI names it in one line
+                raise
+            log.exception("the answering backend failed")
+            return Answer.failure(sys.exc_info()[1] or RuntimeError("missing module"))
         except Exception as exc:
             log.exception("the answering backend failed")
             return Answer.failure(exc)
@@ -328,7 +336,7 @@ class Troubleshooter:
             from bot.ask import answer_question
 
             return answer_question(q.text, lang=q.lang, settings=self.settings,
-                                   analysis=analysis)
+                                   analysis=analysis, facts=dict(q.facts))
         if analysis is not None:
             from bot.ask import resolve_lang
             from bot.service import answer_from_analysis, bundled_cards
@@ -336,7 +344,7 @@ class Troubleshooter:
             report, diagnosis = analysis
             return answer_from_analysis(report, diagnosis, bundled_cards(),
                                         resolve_lang("", q.lang) if q.lang == "auto"
-                                        else q.lang, brief=True)
+                                        else q.lang, brief=True, facts=dict(q.facts))
         return Answer.plain("no_evidence", "No log to analyze yet.",
                             NO_LOG["en"] + "\n" + NO_LOG["zh"])
 

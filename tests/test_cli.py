@@ -33,10 +33,12 @@ def test_sample_log_names_the_culprit():
 
 def test_stdin_and_terminal_report():
     log = (ROOT / "examples" / "sample-8rank-oom.log").read_bytes()
-    out = _run("analyze", "-", stdin=log)
+    out = _run("analyze", "-", "--details", "--lang", "both", stdin=log)
     assert out.returncode == 0
     text = out.stdout.decode()
     assert "rank_crashed" in text and "处理步骤" in text and "Suspects" in text
+    short = _run("analyze", "-", "--lang", "en", stdin=log).stdout.decode()
+    assert "Likely:" in short and "--details" in short and len(short) < len(text)
 
 
 def test_bad_inputs_get_messages_not_tracebacks(tmp_path):

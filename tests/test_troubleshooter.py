@@ -19,14 +19,15 @@ SAMPLE = ROOT / "examples" / "sample-8rank-oom.log"
 
 
 @pytest.mark.parametrize(("top", "logs", "failure", "grounded", "verdict"), [
-    (0.9, True, False, True, "no_evidence"),   # a question cannot decide an evidence-free log
-    (0.9, True, True, False, "diagnosed"),
-    (0.2, True, True, True, "unknown"),         # below the line: a candidate, not a diagnosis
+    ("likely", True, False, True, "no_evidence"),  # a question cannot decide a healthy log
+    ("likely", True, True, False, "diagnosed"),
+    ("possible", True, True, True, "unknown"),     # a candidate, not a diagnosis
+    ("weak", True, True, True, "unknown"),
     (None, True, True, False, "unknown"),
-    (0.8, False, False, True, "diagnosed"),     # a question that points at one card
-    (0.8, False, False, False, "unknown"),      # a vague question
+    ("likely", False, False, True, "diagnosed"),   # a question that points at one card
+    ("likely", False, False, False, "unknown"),    # a vague question
 ])
-def test_the_verdict_rule(top: float | None, logs: bool, failure: bool, grounded: bool,
+def test_the_verdict_rule(top: str | None, logs: bool, failure: bool, grounded: bool,
                           verdict: str) -> None:
     assert decide_verdict(top, logs_given=logs, log_failure=failure,
                           grounded_question=grounded) == verdict

@@ -22,6 +22,7 @@ from bot.contract import (
     decide_verdict,
     langs_of,
 )
+from bot.diagnosis.engine import certainty
 from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import category
 
@@ -47,7 +48,9 @@ def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "
              for s in answer.remediation]
     top = cards[answer.root_causes[0].card] if answer.root_causes else None
     # the agent's answer is grounded in the cards it cites (validated before this)
-    verdict = decide_verdict(answer.root_causes[0].confidence if answer.root_causes else None,
+    # the agent's confidence, for cards it read evidence for, is held to the log's cuts
+    verdict = decide_verdict(certainty(answer.root_causes[0].confidence, {"rule"})
+                             if answer.root_causes else None,
                              logs_given=False, log_failure=False, grounded_question=True)
     suggested = [ProbeSuggestion(node=p.node, preset=p.preset, reason=p.reason)
                  for p in answer.probes]

@@ -51,6 +51,47 @@ JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print the JSON contract instead of a report.")
 ]
 LangOpt = Annotated[str, typer.Option("--lang", help="en, zh or both.")]
+AnswerLangOpt = Annotated[str | None, typer.Option(
+    "--lang", help="en, zh or both (default: your locale, zh_* -> zh; both with --json).")]
+DetailsOpt = Annotated[bool, typer.Option(
+    "--details", help="The full answer (every cause, evidence line, step and source) "
+    "instead of one screen.")]
+FactOpt = Annotated[list[str] | None, typer.Option(
+    "--fact", help="An answer to the deciding question, KEY=VALUE (e.g. container=yes); "
+    "repeat for several.")]
+
+
+def locale_lang(environ: dict[str, str] | None = None) -> str:
+    """The reader's language from the locale: zh for zh_* (LC_ALL, LC_MESSAGES, LANG, in
+    that order, as gettext reads them), else en."""
+    import os
+
+    env = os.environ if environ is None else environ
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = env.get(var, "")
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
+
+
+def answer_lang(lang: str | None, as_json: bool, allowed: tuple[str, ...] = ("en", "zh", "both")
+                ) -> str:
+    """--lang as given, else both for --json (the contract carries both) or the locale's."""
+    if lang is None:
+        return "both" if as_json else locale_lang()
+    if lang not in allowed:
+        raise typer.BadParameter(f"--lang must be one of {', '.join(allowed)}")
+    return lang
+
+
+def facts_from(items: list[str] | None) -> dict[str, str]:
+    """--fact KEY=VALUE items (a bad one is a one-line error naming the known keys)."""
+    from bot.diagnosis.facts import FactError, parse_facts
+
+    try:
+        return parse_facts(items or [])
+    except FactError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def settings_from(config: Path | None) -> Settings:
@@ -65,13 +106,13 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
-def emit(answer: Answer, as_json: bool) -> None:
+def emit(answer: Answer, as_json: bool, details: bool = True) -> None:
     if as_json:
         sys.stdout.write(answer.to_json() + "\n")
     else:
         from bot.render.terminal import render_answer
 
-        render_answer(answer, console())
+        render_answer(answer, console(), details=details)
 
 
 def _check_lang(lang: str, allowed: tuple[str, ...] = ("en", "zh", "both")) -> str:
@@ -86,14 +127,19 @@ def analyze(
         list[str], typer.Argument(help="Log files (.log .txt .gz .zip) or - for stdin.")
     ],
     as_json: JsonOpt = False,
-    lang: LangOpt = "both",
+    lang: AnswerLangOpt = None,
+    details: DetailsOpt = False,
+    fact: FactOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Analyze crash logs and print the most likely root causes."""
+    """Analyze crash logs and print the most likely root causes (one screen; --details for
+    everything)."""
     from bot.service import analyze_paths
 
-    answer = analyze_paths(files, settings_from(config), _check_lang(lang))
-    emit(answer, as_json)
+    facts = facts_from(fact)
+    answer = analyze_paths(files, settings_from(config), answer_lang(lang, as_json),
+                           facts=facts)
+    emit(answer, as_json, details)
 
 
 @schema_app.command("answer")

@@ -20,29 +20,43 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer, serve_app: typer.Typer) -> None:
-    from bot.cli.main import ConfigOpt, JsonOpt, console, emit, settings_from
+    from bot.cli.main import (
+        ConfigOpt,
+        DetailsOpt,
+        FactOpt,
+        JsonOpt,
+        answer_lang,
+        console,
+        emit,
+        facts_from,
+        settings_from,
+    )
 
     @app.command()
     def ask(
         question: Annotated[str, typer.Argument(help="The question, in English or Chinese.")],
         log: Annotated[list[str] | None, typer.Option(
             "--log", help="A crash log (.log .txt .gz .zip or -); repeat for several.")] = None,
-        lang: Annotated[str, typer.Option(
-            "--lang", help="en, zh, both, or auto (the question's language).")] = "both",
+        lang: Annotated[str | None, typer.Option(
+            "--lang", help="en, zh, both, or auto (the question's language); default: your "
+            "locale (zh_* -> zh), both with --json.")] = None,
         as_json: JsonOpt = False,
+        details: DetailsOpt = False,
+        fact: FactOpt = None,
         config: ConfigOpt = None,
     ) -> None:
         """Answer a question from the incident cards (and the logs, when given); through
         the LLM agent when NCCLBOT_LLM_PROVIDER is set."""
-        if lang not in ("en", "zh", "both", "auto"):
-            raise typer.BadParameter("--lang must be one of en, zh, both, auto")
+        chosen = answer_lang(lang, as_json, ("en", "zh", "both", "auto"))
         if not question.strip():
             raise typer.BadParameter("the question is empty")
+        facts = facts_from(fact)
         settings = settings_from(config)
-        answer = agent_answer(question, log or (), lang, settings,
+        answer = agent_answer(question, log or (), chosen, settings,
                               interactive=not as_json and sys.stdin.isatty(),
-                              why_not=("--json" if as_json else "stdin is not a terminal"))
-        emit(answer, as_json)
+                              why_not=("--json" if as_json else "stdin is not a terminal"),
+                              facts=facts)
+        emit(answer, as_json, details)
 
     @app.command()
     def index(
@@ -65,7 +79,7 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
 
 def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Settings", *,
                  interactive: bool, why_not: str = "stdin is not a terminal",
-                 **extra: Any) -> "Answer":
+                 facts: dict[str, str] | None = None, **extra: Any) -> "Answer":
     """The Troubleshooter's answer; each probe the agent proposes is put to the user
     (typer.confirm) when `interactive`, and otherwise declined, with a note saying so
     (`why_not`). `extra` goes to `bot.agent.respond` (e.g. `nodes=`). Bad input raises
@@ -83,7 +97,9 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
                              default=False, err=True)
 
     with spooled_stdin(logs, settings.max_input_bytes) as paths:
-        answer = Troubleshooter(settings).answer(Question(question, tuple(paths), lang=lang),
+        asked = Question(question, tuple(paths), lang=lang,
+                         facts=tuple(sorted((facts or {}).items())))
+        answer = Troubleshooter(settings).answer(asked,
                                                  confirm_probe=confirm, strict=True, **extra)
     if declined:
         probes = ", ".join(f"{p['preset']} on {p['node']}" for p in declined)

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
+from bot.diagnosis.facts import fact_evidence
 from bot.diagnosis.nearest import (
     LOCAL_WEIGHT,
     Neighbour,
@@ -56,11 +57,47 @@ LIKELY_FROM = 0.5
 DETECTED = 0.8
 
 
-def certainty(confidence: float) -> str:
-    """The confidence of a root cause in words."""
-    if confidence >= LIKELY_FROM:
+#: What backs a category: `signature` (one of its cards' signatures fired), `detected` (a
+#: structural rule that compares ranks or reads a decisive line, strength >= DETECTED),
+#: `rule` (a weaker structural rule), `nearest` (past incidents near the log voted for it),
+#: `question` (only the question's wording points at it), `specific` (the question points
+#: at one of its cards), `fact` (an answered deciding question supports it).
+KINDS = ("signature", "detected", "rule", "nearest", "question", "specific", "fact")
+#: The groups certainty is calibrated in, strongest first: a direct detection; a card's
+#: signature that the nearest past incidents agree with; other evidence in the log; only
+#: a question that points at one card; only the question (or an answered deciding question).
+GROUPS = ("detected", "agreed", "log", "specific", "question")
+Cuts = dict[str, tuple[float, float]]
+#: (likely from, possible from) per group; before calibration every group read 0.5 / 0.3.
+UNCALIBRATED: Cuts = {g: (LIKELY_FROM, UNKNOWN_BELOW) for g in GROUPS}
+#: Chosen on every dev incident (analyze, ask --log, ask; `benchmarks/calibration.py --fit`)
+#: as the lowest confidence at which `likely` was right >= 93% and `possible` >= 63% of the
+#: time. Grouped 5-fold CV of the same rule (cuts chosen on the training threads, applied to
+#: the held-out ones): likely 91% right (30% of analyze answers; 87% of 43% before),
+#: possible 65% (see the README for the table).
+CERTAINTY_CUTS: Cuts = {"detected": (0.68, 0.3), "agreed": (0.58, 0.28), "log": (0.73, 0.28),
+                        "specific": (0.63, 0.63), "question": (1.01, 0.51)}
+
+
+def group_of(kinds: frozenset[str] | set[str]) -> str:
+    """The calibration group of a cause by the kinds of evidence behind it."""
+    if "detected" in kinds:
+        return "detected"
+    if {"signature", "nearest"} <= kinds:
+        return "agreed"
+    if kinds & {"signature", "rule", "nearest"}:
+        return "log"
+    return "specific" if "specific" in kinds else "question"
+
+
+def certainty(confidence: float, kinds: frozenset[str] | set[str] = frozenset(),
+              cuts: Cuts | None = None) -> str:
+    """The confidence of a root cause in words: likely, possible or weak, from the cuts of
+    its evidence group (`CERTAINTY_CUTS`, chosen by grouped cross-validation)."""
+    likely_from, possible_from = (cuts or CERTAINTY_CUTS)[group_of(kinds)]
+    if confidence >= likely_from:
         return "likely"
-    return "possible" if confidence >= UNKNOWN_BELOW else "weak"
+    return "possible" if confidence >= possible_from else "weak"
 
 
 @dataclass(frozen=True)
@@ -88,10 +125,41 @@ class RootCause:
     #: the team's own resolved incident this cause rests on, when it is the strongest part
     #: of the evidence (its card, if it named one, is the cause's card)
     local: LocalIncident | None = None
+    #: the kinds of evidence behind the category (`KINDS`)
+    kinds: frozenset[str] = frozenset()
+    #: whether the card's own evidence matched: one of its signatures fired, or it (or an
+    #: incident filed under it) is among the nearest neighbours that voted
+    card_matched: bool = False
+
+    #: with a question beside a log: the log-alone (confidence, kinds) of this category, or
+    #: (0, ∅) when the log alone does not name it (`cap_by_log`)
+    log_alone: tuple[float, frozenset[str]] | None = None
 
     @property
     def certainty(self) -> str:
-        return certainty(self.confidence)
+        return capped_certainty(self.confidence, self.kinds, self.log_alone)
+
+
+def capped_certainty(confidence: float, kinds: frozenset[str],
+                     log_alone: tuple[float, frozenset[str]] | None,
+                     cuts: Cuts | None = None) -> str:
+    """A cause's certainty; with a question beside a log, `likely` only when the log alone
+    says `likely` for it: the question ranks, but cannot make a cause certain."""
+    word = certainty(confidence, kinds, cuts)
+    if word == "likely" and log_alone is not None and \
+            certainty(log_alone[0], log_alone[1], cuts) != "likely":
+        return "possible"
+    return word
+
+
+def cap_by_log(diagnosis: Diagnosis, log_diagnosis: Diagnosis) -> None:
+    """Mark each cause of a question-and-log `diagnosis` with what the log alone said of it
+    (see `capped_certainty`)."""
+    alone: dict[str, tuple[float, frozenset[str]]] = {}
+    for rc in log_diagnosis.root_causes:
+        alone.setdefault(rc.category, (rc.confidence, rc.kinds))
+    for rc in diagnosis.root_causes:
+        rc.log_alone = alone.get(rc.category, (0.0, frozenset()))
 
 
 @dataclass
@@ -158,9 +226,14 @@ def cards_on_lines(report: LogReport, lines: Sequence[Evidence]) -> set[str]:
 
 def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] = (),
              incidents: NeighbourIndex | None = None, fusion: Fusion | None = None,
-             neighbours: Sequence[Neighbour] | None = None) -> Diagnosis:
+             neighbours: Sequence[Neighbour] | None = None,
+             facts: Mapping[str, str] | None = None, extra_observed: bool = False
+             ) -> Diagnosis:
     """Rank root causes. `incidents` adds the nearest-incident channel; `neighbours`, when
-    given, are used instead of querying it (the benchmark reuses one query across settings)."""
+    given, are used instead of querying it (the benchmark reuses one query across settings);
+    `facts` are answers to deciding questions (`bot.diagnosis.facts`): evidence like any
+    other, never evidence of a failure on their own. `extra` signals are a question's
+    unless `extra_observed` (a live hang sample's: calibrated as the log's rules are)."""
     fusion = fusion or Fusion()
     cr = analyze_ranks(report)
     # the ranks Flight Recorder dumps single out come first
@@ -187,6 +260,16 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
             best_card_score[other] = max(best_card_score[other], 0.6 * score)
     for category, score in best_card_score.items():
         parts[category].append(score)
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for category, score in best_card_score.items():
+        if score > 0:
+            kinds[category].add("signature")
+    log_sigs = sigs[: len(sigs) - len(extra)] if extra else sigs
+    for s in log_sigs:
+        kinds[s.category].add("detected" if s.strength >= DETECTED else "rule")
+    for s in extra:
+        kinds[s.category].add(("detected" if s.strength >= DETECTED else "rule")
+                              if extra_observed else "question")
     for s in sigs:
         parts[s.category].append(s.strength)
         if s.reason not in why[s.category]:
@@ -205,6 +288,7 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
         parts[category].append(strength)
         voter = next(n for n in own if category in n.doc.accepted)
         local_led[category] = (strength, voter)
+        kinds[category].add("nearest")  # a nearest incident, the team's own
         why[category].append(f"seen before by this team: {voter.doc.id} (similarity "
                              f"{voter.score:.2f})")
         if incidents is not None:
@@ -214,11 +298,21 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
             parts[category].append(fusion.weight * share)
             voters = [n for n in public[: fusion.votes.k] if category in n.doc.accepted]
             if voters:
+                kinds[category].add("nearest")
                 why[category].append(_resembles(voters))
                 if incidents is not None:
                     evidence[category].extend(_shared_lines(report, voters[0], incidents))
 
+    answered = fact_evidence(facts or {})
+    for category, (strength, reason) in answered.supports.items():
+        parts[category].append(strength)
+        kinds[category].add("fact")
+        why[category].insert(0, reason)
     scores = {c: noisy_or(v) for c, v in parts.items()}
+    for category, (factor, reason) in answered.rules_out.items():
+        if category in scores:
+            scores[category] *= factor
+            why[category].insert(0, reason)
     crashed = scores.get("rank_crashed", 0.0)
     if crashed >= 0.6:
         # a crash explains the others' timeouts: demote the guesses timeouts suggest, but not
@@ -230,6 +324,8 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
 
     total = sum(scores.values()) or 1.0
     causes: list[RootCause] = []
+    near_cards = {c for n in neighbours[: fusion.votes.k] if n.score >= fusion.votes.floor
+                  for c in (n.doc.card, n.incident.card if n.incident else None) if c}
     first_cards = cards_on_lines(report, cr.first_failure.evidence if cr.first_failure else [])
     ranked = sorted(((c, v) for c, v in scores.items() if v > 0), key=lambda kv: -kv[1])
     shown = [(c, v) for c, v in ranked if v >= SHOW_AT_LEAST] or ranked[:3]  # never empty
@@ -243,6 +339,9 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
             causes.append(_cause(category, chosen_card, score, total, report,
                                  evidence[category], why[category]))
             causes[-1].local = team
+            causes[-1].kinds = frozenset(kinds.get(category, ()))
+            # the team's incident is this cause's own evidence; its card matched through it
+            causes[-1].card_matched = chosen_card is not None
             continue
         card = pick_card(category, cards, card_scores, evidence[category], first_cards)
         entries = [(card, score)]
@@ -256,12 +355,16 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
                 ratio = min(1.0, card_scores[alt.id] / card_scores[card.id])
                 entries.append((alt, score * 0.9 * ratio))
         for chosen, entry_score in entries:
-            causes.append(_cause(category, chosen, entry_score, total, report, evidence[category],
-                                 why[category]))
+            rc = _cause(category, chosen, entry_score, total, report, evidence[category],
+                        why[category])
+            rc.kinds = frozenset(kinds.get(category, ()))
+            rc.card_matched = chosen is not None and (
+                bool(card_scores.get(chosen.id)) or chosen.id in near_cards)
+            causes.append(rc)
     causes.sort(key=lambda c: -c.score)
     causes = causes[:5]
 
-    verdict = decide_verdict(causes[0].confidence if causes else None,
+    verdict = decide_verdict(causes[0].certainty if causes else None,
                              logs_given=bool(report.sources) or not extra,
                              log_failure=report.shows_failure or len(sigs) > len(extra))
     return Diagnosis(causes, cr.suspects, cr, verdict, card_scores, neighbours=neighbours)

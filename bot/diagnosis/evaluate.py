@@ -16,7 +16,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
-from bot.diagnosis.engine import Fusion, diagnose
+from bot.diagnosis.engine import (
+    GROUPS,
+    UNCALIBRATED,
+    Cuts,
+    Diagnosis,
+    Fusion,
+    capped_certainty,
+    diagnose,
+    group_of,
+)
 from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
 from bot.knowledge.cards import Card
 from bot.knowledge.incidents import Incident
@@ -219,3 +228,127 @@ def nested_cv(corpus: Sequence[Incident], reports: Mapping[str, LogReport],
         total.results.extend(evaluate(test, reports, cards, _constant(IncidentIndex(train, cards)),
                                       fusion).results)
     return total, chosen
+
+
+# -- certainty: how often each word is right, and the cuts that keep it honest ----------------
+
+WORDS = ("likely", "possible", "weak")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One answer's leading cause, judged: its confidence, the kinds of evidence behind it
+    (`engine.KINDS`), and whether its category is one the incident accepts."""
+
+    id: str
+    thread: str
+    mode: str
+    confidence: float
+    kinds: frozenset[str]
+    top1: bool
+    top3: bool
+    #: the leading cause's lead over the next category (confidence points)
+    margin: float = 0.0
+    #: whether the leading cause's card has its own evidence
+    matched: bool = False
+    #: with a question beside a log: what the log alone said of the leading category
+    log_alone: tuple[float, frozenset[str]] | None = None
+
+    def word(self, cuts: Cuts | None = None) -> str:
+        return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts)
+
+
+@dataclass(frozen=True)
+class WordStats:
+    word: str
+    n: int
+    right: int
+    total: int
+
+    @property
+    def precision(self) -> float | None:
+        return self.right / self.n if self.n else None
+
+    @property
+    def coverage(self) -> float:
+        return self.n / self.total if self.total else 0.0
+
+
+def word_stats(outcomes: Sequence[Outcome], cuts: Cuts) -> dict[str, WordStats]:
+    """Per certainty word: how many leading causes were said with it, and how many were right."""
+    out = {}
+    for word in WORDS:
+        said = [o for o in outcomes if o.word(cuts) == word]
+        out[word] = WordStats(word, len(said), sum(o.top1 for o in said), len(outcomes))
+    return out
+
+
+#: What each word must be worth on the training folds, with room for the held-out fold.
+TARGETS = {"likely": 0.9, "possible": 0.6}
+#: a group's cut is only lowered where at least this many training cases stand above it
+MIN_SUPPORT = 4
+NEVER = 1.01
+
+
+def _lowest_cut(points: Sequence[tuple[float, bool]], target: float, margin: float) -> float:
+    """The lowest confidence c such that the answers at or above c are right at least
+    `target + margin` of the time (and at least `MIN_SUPPORT` of them); NEVER when none."""
+    best = NEVER
+    for c in sorted({p for p, _ in points}, reverse=True):
+        above = [ok for p, ok in points if p >= c]
+        if len(above) >= MIN_SUPPORT and sum(above) / len(above) >= target + margin:
+            best = c
+    return best
+
+
+def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
+    """Per evidence group, the lowest cuts at which `likely` and `possible` meet their
+    targets on `outcomes` (a group with too few cases keeps the uncalibrated cuts, and the
+    possible cut is never above the likely one)."""
+    cuts: Cuts = {}
+    for group in GROUPS:
+        points = [(o.confidence, o.top1) for o in outcomes if group_of(o.kinds) == group]
+        if len(points) < 2 * MIN_SUPPORT:
+            cuts[group] = UNCALIBRATED[group]
+            continue
+        likely = _lowest_cut(points, TARGETS["likely"], margin)
+        below = [(p, ok) for p, ok in points if p < likely]
+        # too few cases below the likely cut to choose one: the uncalibrated possible cut
+        possible = min(likely, _lowest_cut(below, TARGETS["possible"], margin)
+                       if len(below) >= 2 * MIN_SUPPORT else UNCALIBRATED[group][1])
+        cuts[group] = (round(likely, 3), round(possible, 3))
+    return cuts
+
+
+def grouped_cut_cv(outcomes: Sequence[Outcome], folds: int = 5, margin: float = 0.03
+                   ) -> tuple[list[tuple[Outcome, str]], list[Cuts]]:
+    """Cuts chosen on the training threads of each fold, applied to the held-out threads:
+    every outcome with the word it would have been said with. Folds are drawn by thread."""
+    def fold(o: Outcome) -> int:
+        return int.from_bytes(hashlib.sha1(o.thread.encode()).digest()[:4], "big") % folds
+
+    said: list[tuple[Outcome, str]] = []
+    chosen = []
+    for f in range(folds):
+        cuts = fit_cuts([o for o in outcomes if fold(o) != f], margin)
+        chosen.append(cuts)
+        said += [(o, o.word(cuts)) for o in outcomes if fold(o) == f]
+    return said, chosen
+
+
+def said_stats(said: Sequence[tuple[Outcome, str]]) -> dict[str, WordStats]:
+    return {w: WordStats(w, sum(1 for _, x in said if x == w),
+                         sum(o.top1 for o, x in said if x == w), len(said)) for w in WORDS}
+
+
+def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis) -> Outcome:
+    """The leading cause of `diagnosis` for `case`, judged."""
+    ranked = tuple(dict.fromkeys(rc.category for rc in diagnosis.root_causes))
+    judged = judge(case, ranked)
+    top = diagnosis.root_causes[0] if diagnosis.root_causes else None
+    second = next((rc.confidence for rc in diagnosis.root_causes
+                   if top is not None and rc.category != top.category), 0.0)
+    return Outcome(case.id, thread_of(case), mode, top.confidence if top else 0.0,
+                   top.kinds if top else frozenset(), judged.top1, judged.top3,
+                   round((top.confidence if top else 0.0) - second, 3),
+                   bool(top and top.card_matched), top.log_alone if top else None)

@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from bot.answer import CERTAINTY_WORDS
-from bot.contract import Answer
+from bot.contract import Answer, Lang
+from bot.render.text import cut_words, shorten
 
 _LANG_TITLE = {"en": "Remediation", "zh": "处理步骤"}
 _VERIFY_TITLE = {"en": "Verify", "zh": "验证"}
@@ -17,38 +18,110 @@ _VERIFY_TITLE = {"en": "Verify", "zh": "验证"}
 _HEADINGS = {
     "en": {"ranks": "Ranks", "causes": "Root causes[/] (best first)", "suspects": "Suspects",
            "probes": "Suggested node diagnostics:", "seen": "Seen before[/] (similar past "
-           "incidents and what fixed them)", "sources": "Sources", "explanation": "Explanation"},
+           "incidents and what fixed them)", "sources": "Sources", "explanation": "Explanation",
+           "next": "What would help", "suspect": "Suspect", "evidence": "Evidence",
+           "steps": "What to do", "seen_short": "Seen before", "fix": "fix",
+           "decide": "The question that decides", "answer_with": "answer with",
+           "more": "More (every cause, evidence, step and source): add --details",
+           "other": "Other candidates", "similarity": "similarity",
+           "unverified": "(not yet re-checked against its sources)"},
     "zh": {"ranks": "各 rank 情况", "causes": "可能的根因[/]（按可能性排序）",
            "suspects": "可疑 rank", "probes": "建议的节点诊断：",
            "seen": "以前见过[/]（相似的历史事件及其解决办法）", "sources": "来源",
-           "explanation": "说明"},
+           "explanation": "说明", "next": "需要补充的信息", "suspect": "可疑",
+           "evidence": "证据", "steps": "建议步骤", "seen_short": "以前见过", "fix": "解决",
+           "decide": "能确定原因的问题", "answer_with": "回答方式",
+           "more": "更多（全部原因、证据、步骤和来源）：加 --details",
+           "other": "其他候选", "similarity": "相似度", "unverified": "（尚未对照来源复核）"},
 }
+#: The one-screen answer: at most this many evidence lines and steps, each cut to fit.
+SCREEN_EVIDENCE, SCREEN_STEPS, SCREEN_SOURCES = 2, 3, 3
 
 
+def _lg(answer: Answer) -> Lang:
+    return "zh" if answer.lang == "zh" else "en"
 
 
 def headline(answer: Answer) -> str:
     """The verdict and the suspect, in the answer's language (English unless only Chinese
     was asked for)."""
-    if answer.lang != "zh":
-        return answer.summary
-    if not answer.root_causes:
-        return "日志中没有发现故障证据。" if answer.verdict == "no_evidence" else answer.summary
-    rc = answer.root_causes[0]
-    word = "不确定"
-    if answer.verdict == "diagnosed":
-        word = CERTAINTY_WORDS["zh"].get(rc.certainty or "weak", word)
-    title = rc.title.get("zh") or rc.category_name.get("zh") or rc.category
-    text = f"{word}：{rc.category}（{rc.confidence:.0%}）- {title}。"
-    if answer.diagnosis.suspects:
-        s = answer.diagnosis.suspects[0]
-        who = " ".join(x for x in (s.host or "", f"rank {s.rank}" if s.rank is not None else "")
+    lg = _lg(answer)
+    return answer.headline.get(lg) or answer.headline.get("en") or answer.summary
+
+
+def _pick(per_lang: dict, lg: str) -> list[str]:  # type: ignore[type-arg]
+    return list(per_lang.get(lg) or per_lang.get("en") or per_lang.get("zh") or [])
+
+
+def render_compact(answer: Answer, console: Console) -> None:
+    """The default answer: one 80x40 screen (verdict, suspect, evidence, three steps, the
+    deciding question, seen before, the leading card's sources); the rest is `--details`."""
+    lg = _lg(answer)
+    h = _HEADINGS[lg]
+    width = max(40, min(console.width, 100) - 4)
+    console.print(Panel(Text(headline(answer), style="bold", overflow="fold"), title="ncclbot",
+                        expand=False), soft_wrap=False)
+    if answer.explanation:  # the LLM agent's plain-language account
+        console.print(f"[bold]{h['explanation']}[/]")
+        console.print(Text(shorten(answer.explanation, 4 * width)))
+    for p in answer.suggested_probes:  # proposed by the LLM agent
+        console.print(Text(cut_words(f"Probe {p.preset} on {p.node}: {p.status}"
+                                     + (f" - {p.reason}" if p.reason else ""), width)))
+    if answer.text:
+        console.print(Text(shorten(answer.text, 3 * width)))
+    diag = answer.diagnosis
+    if diag.suspects and answer.verdict != "no_evidence":
+        s = diag.suspects[0]
+        who = " ".join(x for x in (f"rank {s.rank}" if s.rank is not None else "", s.host or "")
                        if x)
-        text += f" 可疑：{who}。"
-    return text
+        sep = "：" if lg == "zh" else ": "
+        console.print(Text(cut_words(f"{h['suspect']}{sep}{who} — {s.reason}", width)))
+    top = diag.root_causes[0] if diag.root_causes else None
+    if top is not None and top.evidence and answer.verdict != "no_evidence":
+        console.print(f"[bold]{h['evidence']}[/]")
+        for ev in top.evidence[:SCREEN_EVIDENCE]:
+            where = f"{ev.file}:{ev.line}  "
+            console.print(Text(where, style="green") +
+                          Text(cut_words(" ".join(ev.text.split()), width - len(where))))
+    steps = _pick(answer.remediation, lg) if any(answer.remediation.values()) else \
+        _pick(answer.next_steps or {}, lg)
+    if steps:
+        console.print(f"[bold]{h['steps'] if any(answer.remediation.values()) else h['next']}[/]")
+        for i, step in enumerate(steps[:SCREEN_STEPS], 1):
+            console.print(Text(f" {i}. " + cut_words(step, 2 * width - 4)))
+    if answer.deciding is not None:
+        q = answer.deciding
+        console.print(f"[bold]{h['decide']}[/]: " + escape(q.text.get(lg) or q.text.get("en", "")))
+        console.print(Text(f"  {h['answer_with']}: " + " | ".join(
+            f"--fact {q.id}={a}" for a in q.answers), style="dim"))
+    if answer.similar_incidents:
+        inc = answer.similar_incidents[0]
+        console.print(Text(cut_words(f"{h['seen_short']}: {inc.title}", width), style="bold"))
+        console.print(Text(f"  {inc.source}"))
+        console.print(Text(cut_words(f"  {h['fix']}: {inc.resolution}", width), style="dim"))
+    rest = [rc for rc in diag.root_causes if top is not None and rc.category != top.category]
+    rest = list({rc.category: rc for rc in reversed(rest)}.values())[::-1]
+    if rest and answer.verdict != "no_evidence":
+        others = "; ".join(f"{rc.category} {CERTAINTY_WORDS[lg].get(rc.certainty or 'weak')} "
+                           f"{rc.confidence:.0%}" for rc in rest[:3])
+        console.print(Text(cut_words(f"{h['other']}: {others}", 2 * width), style="dim"))
+    lead = next((c for c in answer.citations if top is not None and c.card == top.card
+                 and top.matched), None)
+    if lead is not None and lead.sources:
+        console.print(f"[bold]{h['sources']}[/]: " + escape(lead.card))
+        for url in lead.sources[:SCREEN_SOURCES]:
+            console.print(f"  {url}")
+    for note in answer.notes[:3]:
+        console.print(Text(shorten(f"note: {note}", 2 * width), style="yellow"))
+    if diag.root_causes or answer.citations:
+        console.print(Text(h["more"], style="dim"))
 
 
-def render_answer(answer: Answer, console: Console) -> None:
+def render_answer(answer: Answer, console: Console, details: bool = True) -> None:
+    """The answer for a terminal: everything (`details`), or one screen (`render_compact`)."""
+    if not details:
+        render_compact(answer, console)
+        return
     # the headline wraps (never cut) whatever the console's soft-wrap setting
     console.print(Panel(Text(headline(answer), style="bold", overflow="fold"), title="ncclbot",
                         expand=False), soft_wrap=False)
@@ -69,15 +142,19 @@ def render_answer(answer: Answer, console: Console) -> None:
         for i, rc in enumerate(diag.root_causes, start=1):
             title = (rc.title.get("en") or rc.title.get("zh") or rc.category_name.get("en")
                      or rc.category_name.get("zh", ""))
+            lg = _lg(answer)
+            if lg == "zh":
+                title = (rc.title.get("zh") or rc.category_name.get("zh") or title)
+            word = CERTAINTY_WORDS[lg].get(rc.certainty or "weak", "")
             console.print(
-                f" {i}. [bold]{rc.category}[/] {rc.certainty or ''} "
+                f" {i}. [bold]{rc.category}[/] {word} "
                 f"{rc.confidence:.0%}  {escape(title)}"
                 + (f"  [dim]card: {rc.card}[/]" if rc.card else "")
             )
             for why in rc.why[:3]:
                 console.print(f"    [dim]- {escape(why)}[/]")
             for ev in rc.evidence[:3]:
-                text = ev.text if len(ev.text) < 200 else ev.text[:200] + "..."
+                text = cut_words(ev.text, 200)
                 console.print(f"    [green]{escape(ev.file)}:{ev.line}[/]  {escape(text)}")
     if diag.suspects:
         table = Table(title=h["suspects"], show_lines=False, expand=False)
@@ -89,16 +166,16 @@ def render_answer(answer: Answer, console: Console) -> None:
         console.print(table)
     for lang, steps in answer.remediation.items():
         if steps:
-            console.print(f"\n[bold]{_LANG_TITLE[lang]}[/] ({lang})")
+            console.print(f"\n[bold]{_LANG_TITLE[lang]}[/]")
             for i, step in enumerate(steps, start=1):
                 console.print(f" {i}. {escape(step)}")
     for lang, steps in answer.verify.items():
         if steps:
-            console.print(f"[bold]{_VERIFY_TITLE[lang]}[/] ({lang})")
+            console.print(f"[bold]{_VERIFY_TITLE[lang]}[/]")
             for step in steps:
                 console.print(f" - {escape(step)}")
     for lang, steps in (answer.next_steps or {}).items():
-        console.print(f"\n[bold]{'What would help' if lang == 'en' else '需要补充的信息'}[/]")
+        console.print(f"\n[bold]{_HEADINGS[lang]['next']}[/]")
         for step in steps:
             console.print(f" - {escape(step)}")
     if answer.probes:
@@ -113,19 +190,25 @@ def render_answer(answer: Answer, console: Console) -> None:
         console.print(f"\n[bold]{h['seen']}")
         for inc in answer.similar_incidents:
             console.print(f" - {escape(inc.title)} [dim]({inc.category}, "
-                          f"similarity {inc.score:.2f})[/]")
+                          f"{h['similarity']} {inc.score:.2f})[/]")
             console.print(f"   {inc.source}")
-            console.print(f"   [dim]fix:[/] {escape(inc.resolution)}")
+            console.print(f"   [dim]{h['fix']}:[/] {escape(inc.resolution)}")
     if answer.citations:
         console.print(f"\n[bold]{h['sources']}[/]")
         for c in answer.citations:
             console.print(
                 f" {escape('[' + c.card + ']')} "
-                f"{escape(c.title.get('en') or c.title.get('zh', ''))}"
-                + ("" if c.verified else " [dim](not yet re-checked against its sources)[/]")
+                f"{escape(c.title.get(_lg(answer)) or c.title.get('en') or c.title.get('zh', ''))}"
+                + ("" if c.verified else f" [dim]{h['unverified']}[/]")
             )
             for url in c.sources:
                 console.print(f"    {url}")
+    if answer.deciding is not None:
+        q = answer.deciding
+        console.print(f"\n[bold]{h['decide']}[/]: "
+                      + escape(q.text.get(_lg(answer)) or q.text.get("en", "")))
+        console.print(f"  {h['answer_with']}: "
+                      + " | ".join(f"--fact {q.id}={a}" for a in q.answers))
     for note in answer.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
 

@@ -122,21 +122,44 @@ def suggested_text(answer: Answer) -> str:
         if rows else ""
 
 
+OTHER_WORDS = {
+    "en": {"head": "Other possible causes", "earlier": "Also considered earlier in this thread",
+           "none": "No other candidate matched the evidence.",
+           "likely": "likely", "possible": "possible", "weak": "unclear"},
+    "zh": {"head": "其他可能原因", "earlier": "本线程之前考虑过的原因",
+           "none": "没有其他与证据相符的候选。",
+           "likely": "很可能", "possible": "可能", "weak": "不确定"},
+}
+
+
 def render_other_causes(answer: Answer, lang: str = "both",
                         earlier: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()
                         ) -> Rendered:
-    """The answer's other root causes, then candidates earlier answers in the thread had."""
-    causes = answer.root_causes
-    texts = ["*Other possible causes*"] + [cause_text(rc, n, lang) + _rc_steps(rc, lang)
-                                           for n, rc in enumerate(causes[1:], 2)]
-    rows = [f"• {esc(_pick(c.get('title'), lang) or str(c.get('category')))}  ·  "
-            f"`{c.get('category')}`  ·  confidence {float(c.get('confidence') or 0):.0%}"
+    """The answer's other root causes, one line each in one language (the thread's), then
+    candidates earlier answers in the thread had."""
+    lg = "zh" if lang == "zh" else "en"
+    w = OTHER_WORDS[lg]
+    lines = []
+    for rc in answer.root_causes[1:]:
+        name = _pick(rc.title, lg) if rc.matched else _pick(rc.category_name, lg)
+        name = _short(name or rc.category)
+        lines.append(f"• {esc(name)} · `{rc.category}` · {w[rc.certainty or 'weak']} "
+                     f"({rc.confidence:.0%})")
+    texts = [f"*{w['head']}*\n" + "\n".join(lines)] if lines else []
+    rows = [f"• {esc(_short(_pick(c.get('title'), lg) or str(c.get('category'))))} · "
+            f"`{c.get('category')}` · {float(c.get('confidence') or 0):.0%}"
             for c in others(earlier, answer)]
     if rows:
-        texts.append("*Also considered earlier in this thread*\n" + "\n".join(rows[:10]))
-    if len(causes) < 2 and not rows:
-        texts.append("No other candidate matched the evidence.")
-    return assemble(texts, None, [], text="Other possible causes")
+        texts.append(f"*{w['earlier']}*\n" + "\n".join(rows[:10]))
+    if not lines and not rows:
+        texts.append(w["none"])
+    return assemble(texts, None, [], text=w["head"])
+
+
+def _short(text: str, limit: int = 110) -> str:
+    from bot.render.text import shorten
+
+    return shorten(text, limit)
 
 
 def _rc_steps(rc: RootCauseOut, lang: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from bot.answer import CERTAINTY_WORDS
 from bot.contract import Answer, Lang, RootCauseOut
 from bot.followup import MAX_CHARS
+from bot.render.text import cut_words, shorten
 from bot.slack.blocks import (
     ACTION_DOWN,
     ACTION_OTHER,
@@ -60,7 +61,8 @@ WORDS: dict[str, dict[str, str]] = {
            "suspects": "Suspects", "ranks": "Ranks", "next": "What would help",
            "steps_all": "Steps", "confidence": "confidence", "helpful": "👍 Helpful",
            "not_helpful": "👎 Not helpful", "from": "From the thread's answer",
-           "why_stuck": "Why is it stuck?", "resolved": "✅ Resolved"},
+           "why_stuck": "Why is it stuck?", "resolved": "✅ Resolved",
+           "decide": "The question that decides"},
     "zh": {**CERTAINTY_WORDS["zh"], "unknown": "不确定",
            "suspect": "可疑", "steps": "建议步骤", "seen": "以前见过",
            "details": "详情", "other": "其他可能原因",
@@ -69,7 +71,8 @@ WORDS: dict[str, dict[str, str]] = {
            "verify": "验证", "sources": "来源", "suspects": "可疑 rank",
            "ranks": "各 rank 情况", "next": "还需要的信息", "steps_all": "步骤",
            "confidence": "置信度", "helpful": "👍 有帮助", "not_helpful": "👎 没帮助",
-           "from": "根据本线程的分析", "why_stuck": "为什么卡住？", "resolved": "✅ 已解决"},
+           "from": "根据本线程的分析", "why_stuck": "为什么卡住？", "resolved": "✅ 已解决",
+           "decide": "能确定原因的问题"},
 }
 
 
@@ -103,11 +106,23 @@ def slack_wording(text: str) -> str:
 
 
 def cause_title(rc: RootCauseOut, lg: Lang) -> str:
-    return _pick(rc.title, lg) or _pick(rc.category_name, lg) or rc.category
+    """The card's title when the card's own evidence matched, else the cause's category."""
+    if rc.matched:
+        return _pick(rc.title, lg) or _pick(rc.category_name, lg) or rc.category
+    return _pick(rc.category_name, lg) or _pick(rc.title, lg) or rc.category
+
+
+def full_headline(answer: Answer, lg: Lang) -> str:
+    """The answer's own first line in `lg` (`Answer.headline`), or '' for older answers."""
+    heads: dict[str, str] = {str(k): v for k, v in answer.headline.items()}
+    return heads.get(lg) or ""
 
 
 def headline(answer: Answer, lg: Lang) -> str:
-    """The verdict in plain words, with the suspect (the header and the notification)."""
+    """The verdict in plain words, with the suspect (the header and the notification): the
+    answer's headline, shortened by sentence to fit a header."""
+    if full := full_headline(answer, lg):
+        return shorten(full, HEADER_MAX)
     w = WORDS[lg]
     if answer.verdict == "error":
         return w["error"] if lg == "zh" else answer.summary or w["error"]
@@ -120,9 +135,8 @@ def headline(answer: Answer, lg: Lang) -> str:
     tail = f" — {who}" if who else ""
     title = cause_title(rc, lg)
     room = HEADER_MAX - len(word) - len(sep) - len(tail)
-    if len(title) > room:
-        title = title[: max(10, room - 1)].rstrip() + "…"
-    return f"{word}{sep}{title}{tail}"[:HEADER_MAX]
+    title = cut_words(title, max(10, room))
+    return shorten(f"{word}{sep}{title}{tail}", HEADER_MAX)
 
 
 def suspect_name(answer: Answer, lg: Lang) -> str:
@@ -165,7 +179,7 @@ def _budgeted_steps(steps: Sequence[str], budget: int) -> str:
     per = max(60, budget // len(steps) - 4)
     lines = []
     for i, s in enumerate(steps, 1):
-        text = s if len(s) <= per else s[: per - 1].rstrip() + "…"
+        text = cut_words(s, per)
         lines.append(f"{i}. {esc(text)}")
     return "\n".join(lines)
 
@@ -176,13 +190,32 @@ def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
     inc = answer.similar_incidents[0]
     if inc.local:  # the team's own: where, when, what fixed it, who, the thread
         return f"*{WORDS[lg]['seen']}*: {seen_line(inc, budget - len(WORDS[lg]['seen']) - 4)}"
-    title = esc(inc.title)[: max(20, budget // 2)]
-    line = f"*{WORDS[lg]['seen']}*: <{inc.source}|{title}>"
+    title = esc(cut_words(seen_title(inc.title, inc.source, inc.category, lg),
+                          max(20, budget // 2)))
+    line = f"*{WORDS[lg]['seen']}*{'：' if lg == 'zh' else ': '}<{inc.source}|{title}>"
     left = budget - len(title) - len(WORDS[lg]["seen"]) - 8
-    if left > 30:
-        fix = inc.resolution if len(inc.resolution) <= left else inc.resolution[:left - 1] + "…"
+    if left > 30 and (lg == "zh") == bool(_CJK.search(inc.resolution)):
+        fix = shorten(inc.resolution, left)
         line += f" — {esc(fix)}"
     return line
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def seen_title(title: str, source: str, category: str, lg: Lang) -> str:
+    """A past incident's name in the reader's language: its thread title when written in
+    that language, else the thread's short name and the cause in the reader's words."""
+    if (lg == "zh") == bool(_CJK.search(title)):
+        return title
+    from bot.knowledge.taxonomy import category as taxonomy_category
+
+    try:
+        cause = taxonomy_category(category).short(lg)
+    except KeyError:
+        cause = category
+    return f"{_source_name(source)}（{cause}）" if lg == "zh" else \
+        f"{_source_name(source)} ({cause})"
 
 
 def message_text(blocks: Sequence[dict[str, Any]]) -> str:
@@ -206,14 +239,19 @@ def first_message(answer: Answer, lang: str = "both", answer_id: str = "",
                                      "text": {"type": "plain_text", "text": head,
                                               "emoji": True}}]
     parts: list[str] = []
-    if sus := suspect_line(answer, lg):
+    if rest := full_headline(answer, lg)[len(head):].strip():  # what did not fit the header
+        parts.append(f"*{esc(rest)}*")
+    if answer.verdict != "no_evidence" and (sus := suspect_line(answer, lg)):
         parts.append(sus)
     explanation = (answer.explanation or answer.text).strip()
     if explanation:
-        parts.append(esc(explanation[:300] + ("…" if len(explanation) > 300 else "")))
+        parts.append(esc(shorten(explanation, 300)))
+    if answer.deciding is not None:
+        parts.append(f"*{w['decide']}*{'：' if lg == 'zh' else ': '}"
+                     f"{esc(_pick(answer.deciding.text, lg))}")
     rc = answer.root_causes[0] if answer.root_causes else None
     foot = []
-    if rc is not None:
+    if rc is not None and answer.verdict != "no_evidence":
         foot.append(f"`{rc.category}` · {w[rc.certainty or 'weak']} "
                     f"({w['confidence']} {rc.confidence:.0%})")
     if answer.verdict not in ("error",) and (answer.root_causes or answer.next_steps):
@@ -236,15 +274,32 @@ def first_message(answer: Answer, lang: str = "both", answer_id: str = "",
         i = max(range(len(parts)), key=lambda k: len(parts[k]))
         keep = max(0, len(parts[i]) - over - 1)
         over -= len(parts[i]) - keep - (1 if keep else 0)
-        parts[i] = parts[i][:keep].rstrip() + "…" if keep > 20 else ""
+        parts[i] = cut_words(parts[i], keep) if keep > 20 else ""
         parts = [p for p in parts if p]
     for p in parts:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": p}})
     if foot_text:
         blocks.append(context(foot_text))
+    if answer_id and answer.deciding is not None:
+        blocks.append(deciding_buttons(answer, answer_id, lg))
     if answer_id:
         blocks.append(first_buttons(answer, answer_id, lg, more_causes))
     return Rendered(blocks, head)
+
+
+ACTION_DECIDE = "ncclbot_decide"
+ANSWER_WORDS = {"en": {"yes": "Yes", "no": "No"}, "zh": {"yes": "是", "no": "否"}}
+
+
+def deciding_buttons(answer: Answer, answer_id: str, lg: Lang) -> dict[str, Any]:
+    """One button per answer to the deciding question; a click is evidence (the value:
+    the answer id, the question id and the answer)."""
+    q = answer.deciding
+    assert q is not None
+    return {"type": "actions", "block_id": f"ncclbot_decide:{answer_id}",
+            "elements": [button(ANSWER_WORDS[lg].get(a, a), f"{ACTION_DECIDE}:{a}",
+                                json.dumps({"a": answer_id, "q": q.id, "v": a}))
+                         for a in q.answers]}
 
 
 def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
@@ -253,12 +308,12 @@ def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
     feedback (only on an answer that names a cause)."""
     w = WORDS[lg]
     elements = []
-    has_cause = bool(answer.root_causes)
-    if has_cause or answer.next_steps:
+    has_cause = bool(answer.root_causes) and answer.verdict != "no_evidence"
+    if answer.root_causes or answer.next_steps:
         elements.append(button(w["details"], ACTION_DETAILS, answer_id, "primary"))
     if more_causes or len(answer.root_causes) > 1:
         elements.append(button(w["other"], ACTION_OTHER, answer_id))
-    if has_cause:
+    if answer.root_causes:
         elements.append(button(w["switch"], ACTION_LANG, json.dumps(
             {"a": answer_id, "lang": other(lg)})))
     for i, (tool, node, preset) in enumerate(finding_probes(answer)):
@@ -282,6 +337,8 @@ def finding_probes(answer: Answer, limit: int = 3) -> list[tuple[str, str, str]]
     diagnostic the leading cause's card names, on the hosts the analysis suspects."""
     out = [("probe", s.node, s.preset or default_preset("probe"))
            for s in proposed_probes(answer)]
+    if answer.verdict == "no_evidence":  # nothing failed: no node to suspect
+        return out[:limit]
     hosts = list(dict.fromkeys(s.host for s in answer.diagnosis.suspects if s.host))[:2]
     tool = "probe" if "probe" in answer.probes else (answer.probes[0] if answer.probes else "")
     if tool:
@@ -297,11 +354,20 @@ HANG_CATEGORIES = frozenset({"straggler_or_imbalance", "timeout_too_short",
 def stuck_hosts(answer: Answer, limit: int = 8) -> list[str]:
     """The hosts a "Why is it stuck?" button samples: those the answer names, when its
     leading cause is a hang or timeout (suspects first, then every host in the logs)."""
-    if not answer.root_causes or answer.root_causes[0].category not in HANG_CATEGORIES:
+    if (not answer.root_causes or answer.root_causes[0].category not in HANG_CATEGORIES
+            or answer.verdict == "no_evidence" or not hang_seen(answer)):
         return []
     hosts = [s.host for s in answer.diagnosis.suspects if s.host]
     hosts += [str(h) for h in (answer.input or {}).get("hosts") or []]
     return [h for h in dict.fromkeys(hosts) if h and h != "localhost"][:limit]
+
+
+def hang_seen(answer: Answer) -> bool:
+    """Whether the answer rests on evidence of a hang in the logs (a timeout, a rank that
+    never reported), not only on a question's words."""
+    rc = answer.root_causes[0]
+    return bool(rc.evidence) and bool({"signature", "detected", "rule", "nearest"}
+                                      & set(rc.kinds or ["rule"]))
 
 
 def details_message(answer: Answer, lang: str = "both") -> Rendered:
@@ -331,7 +397,8 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
     if answer.similar_incidents:
         texts.append(f"*{w['seen']}*\n" + "\n".join(
             (f"• {seen_line(i, 240)}" if i.local else
-             f"• <{i.source}|{esc(i.title)[:120]}> (`{i.category}`): {esc(i.resolution)[:240]}")
+             f"• <{i.source}|{esc(cut_words(seen_title(i.title, i.source, i.category, lg), 120))}>"
+             f" (`{i.category}`): {esc(shorten(i.resolution, 240))}")
             for i in answer.similar_incidents[:3]))
     if answer.citations:
         texts.append(f"*{w['sources']}*\n" + "\n".join(
@@ -373,7 +440,7 @@ def follow_up_message(text: str, lang: str, answer_id: str = "",
                       cards: Sequence[str] = ()) -> Rendered:
     """A short reply to a follow-up question (at most `FOLLOW_UP_MAX` characters)."""
     lg = primary(lang)
-    body = text if len(text) <= FOLLOW_UP_MAX else text[: FOLLOW_UP_MAX - 1].rstrip() + "…"
+    body = shorten(text, FOLLOW_UP_MAX)
     blocks: list[dict[str, Any]] = [{"type": "section",
                                      "text": {"type": "mrkdwn", "text": esc(body)}}]
     if cards:
@@ -385,6 +452,7 @@ def follow_up_message(text: str, lang: str, answer_id: str = "",
 
 
 __all__ = [
+    "ACTION_DECIDE",
     "ACTION_DETAILS",
     "ACTION_LANG",
     "FIRST_MAX",

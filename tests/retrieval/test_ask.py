@@ -31,10 +31,14 @@ def _contract(answer: dict) -> None:
 def test_specific_question(settings: Settings, retriever: Retriever) -> None:
     a = answer_question("Xid 79 GPU has fallen off the bus on node-7", settings=settings)
     _contract(a)
-    assert a["verdict"] == "diagnosed"
-    assert a["diagnosis"]["root_causes"][0]["category"] == "gpu_hardware_fault"
-    assert a["remediation"]["en"] and a["remediation"]["zh"]
-    assert a["next_steps"] is None
+    top = a["diagnosis"]["root_causes"][0]
+    assert top["category"] == "gpu_hardware_fault" and "specific" in top["kinds"]
+    # diagnosed only when the calibrated cut says likely (benchmarks/calibration.py)
+    assert (a["verdict"] == "diagnosed") == (top["certainty"] == "likely")
+    if a["verdict"] == "diagnosed":
+        assert a["remediation"]["en"] and a["remediation"]["zh"] and a["next_steps"] is None
+    else:
+        assert a["next_steps"]["en"] and "hardware fault" in a["summary"]
 
 
 def test_vague_question_gets_next_steps(settings: Settings, retriever: Retriever) -> None:

@@ -340,9 +340,16 @@ def test_the_bot_token_only_goes_to_slack_hosts() -> None:
 def test_a_hang_or_timeout_answer_offers_to_sample_the_job_live() -> None:
     from bot.slack.message import first_buttons
 
-    def buttons(category: str) -> list[dict[str, object]]:
-        answer = make(diagnosis={"root_causes": [{"category": category, "card": None,
-                                                  "confidence": 0.6}],
+    watchdog = {"file": "rank5.log", "line": 3, "text": "[Rank 5] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=600000)"}
+
+    def buttons(category: str, kinds: tuple[str, ...] = ("rule",), verdict: str = "unknown"
+                ) -> list[dict[str, object]]:
+        answer = make(verdict=verdict,
+                      diagnosis={"root_causes": [{"category": category, "card": None,
+                                                  "confidence": 0.6, "kinds": list(kinds),
+                                                  "evidence": [watchdog] if kinds != (
+                                                      "question",) else []}],
                                  "suspects": [{"rank": 5, "host": "gpu-node-17"}]},
                       input={"hosts": ["gpu-node-17", "gpu-node-18", "localhost"]})
         return first_buttons(answer, "a1", "en", False)["elements"]  # type: ignore[no-any-return]
@@ -352,3 +359,8 @@ def test_a_hang_or_timeout_answer_offers_to_sample_the_job_live() -> None:
     value = json.loads(str(hang[0]["value"]))
     assert value == {"nodes": ["gpu-node-17", "gpu-node-18"], "tool": "hang", "a": "a1"}
     assert not [e for e in buttons("rank_crashed") if "stuck" in json.dumps(e)]
+    # no evidence of a hang (only a question's words, or a log without a failure): no offer
+    assert not [e for e in buttons("straggler_or_imbalance", ("question",))
+                if "stuck" in json.dumps(e)]
+    assert not [e for e in buttons("straggler_or_imbalance", verdict="no_evidence")
+                if "stuck" in json.dumps(e)]

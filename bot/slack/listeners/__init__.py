@@ -11,7 +11,7 @@ from slack_bolt import BoltRequest, BoltResponse
 from bot.slack.conversation import Conversation
 from bot.slack.deps import Deps
 from bot.slack.diagnostics import Diagnostics
-from bot.slack.listeners import actions, commands, mentions, resolve
+from bot.slack.listeners import actions, commands, deciding, mentions, resolve
 
 log = logging.getLogger(__name__)
 
@@ -61,3 +61,4 @@ def register(app: Any, deps: Deps) -> None:
     commands.register(app, deps, conv, diag)
     actions.register(app, deps, diag)
     resolve.register(app, deps)
+    deciding.register(app, deps, conv)

@@ -64,6 +64,14 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
             ephemeral(client, channel, user, "I no longer have that answer; ask again.")
         return answer
 
+    def thread_lang(user: str, channel: str, thread_ts: str | None, answer: Answer) -> str:
+        """The thread's language: the person's or channel's choice, else the language of
+        the thread's question (a Chinese thread gets Chinese replies)."""
+        asked = answer.question or ""
+        if not asked and thread_ts:
+            asked = " ".join(deps.store.context(channel, thread_ts).questions[-1:])
+        return choose(*deps.lang_prefs(user, channel), asked)
+
     def post(client: Any, channel: str, thread_ts: str | None, r: blocks.Rendered) -> None:
         client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=r.text,
                                 blocks=r.blocks)
@@ -74,7 +82,7 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
                         "other_causes")
         if answer is None:
             return
-        lang = choose(*deps.lang_prefs(user, channel), "")
+        lang = thread_lang(user, channel, thread_ts, answer)
         earlier = deps.store.context(channel, thread_ts).candidates if thread_ts else []
         post(client, channel, thread_ts, blocks.render_other_causes(answer, lang, earlier))
 
@@ -83,7 +91,7 @@ def register(app: Any, deps: Deps, diag: Diagnostics) -> None:
         answer = stored(str(action.get("value", "")), client, user, channel, action, "details")
         if answer is None:
             return
-        r = message.details_message(answer, choose(*deps.lang_prefs(user, channel), ""))
+        r = message.details_message(answer, thread_lang(user, channel, thread_ts, answer))
         post(client, channel, thread_ts, r)
         if r.truncated:  # the whole answer as a file beside the shortened details
             try:

@@ -1,0 +1,129 @@
+"""Certainty words, the cuts chosen by grouped cross-validation, answered deciding questions
+(pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.contract import decide_verdict
+from bot.diagnosis.engine import GROUPS, UNCALIBRATED, certainty, diagnose, group_of
+from bot.diagnosis.evaluate import Outcome, fit_cuts, grouped_cut_cv, said_stats, word_stats
+from bot.diagnosis.facts import FactError, deciding_question, fact_evidence, parse_facts
+from bot.knowledge.incidents import load_incidents
+from bot.knowledge.taxonomy import load_questions, load_taxonomy
+from bot.logs.analyze import analyzer_for
+from bot.logs.sources import text_source
+from bot.service import bundled_cards
+
+
+def outcome(i: int, conf: float, right: bool, kinds: frozenset[str] = frozenset({"rule"})
+            ) -> Outcome:
+    return Outcome(f"c{i}", f"https://x/t{i}", "analyze", conf, kinds, right, right)
+
+
+def test_only_likely_is_a_diagnosis() -> None:
+    assert decide_verdict("likely", logs_given=True, log_failure=True) == "diagnosed"
+    assert decide_verdict("possible", logs_given=True, log_failure=True) == "unknown"
+    assert decide_verdict("likely", logs_given=True, log_failure=False,
+                          grounded_question=True) == "no_evidence"
+
+
+def test_cuts_are_the_lowest_that_keep_each_word_honest() -> None:
+    # above 0.6 all right, 0.4-0.6 two thirds right, below 0.4 mostly wrong
+    rows = [outcome(i, 0.6 + i / 100, True) for i in range(10)]
+    rows += [outcome(20 + i, 0.4 + i / 100, i % 3 != 0) for i in range(15)]
+    rows += [outcome(40 + i, 0.1 + i / 100, i % 4 == 0) for i in range(12)]
+    cuts = fit_cuts(rows, margin=0.0)
+    likely, possible = cuts["log"]
+    assert 0.5 <= likely <= 0.6
+    assert possible < likely
+    stats = word_stats(rows, cuts)
+    assert stats["likely"].precision is not None and stats["likely"].precision >= 0.9
+    assert stats["possible"].precision is not None and stats["possible"].precision >= 0.6
+    # a group with too few cases keeps the uncalibrated cuts
+    assert cuts["question"] == UNCALIBRATED["question"]
+
+
+def test_cross_validated_cuts_are_chosen_without_the_held_out_threads() -> None:
+    rows = [outcome(i, (i % 10) / 10 + 0.05, i % 10 >= 5) for i in range(60)]
+    said, chosen = grouped_cut_cv(rows, folds=5)
+    assert len(said) == len(rows) and len(chosen) == 5
+    stats = said_stats(said)
+    assert sum(s.n for s in stats.values()) == len(rows)
+    assert stats["likely"].precision == 1.0  # confidence tracks correctness exactly here
+
+
+def test_the_evidence_groups() -> None:
+    assert group_of({"signature", "nearest", "question"}) == "agreed"
+    assert group_of({"detected", "rule"}) == "detected"
+    assert group_of({"signature"}) == "log"
+    assert group_of({"nearest"}) == "log"
+    assert group_of({"question", "fact"}) == "question"
+    assert set(GROUPS) == {"detected", "agreed", "log", "specific", "question"}
+    assert certainty(0.99, {"rule"}, {g: (1.01, 1.01) for g in GROUPS}) == "weak"
+
+
+def test_a_bad_fact_is_one_line_naming_the_known_ones() -> None:
+    assert parse_facts(["container=YES", "upgrade=否"]) == {"container": "yes", "upgrade": "no"}
+    with pytest.raises(FactError, match="container"):
+        parse_facts(["gpu=yes"])
+    with pytest.raises(FactError, match="yes or no"):
+        parse_facts(["container=maybe"])
+
+
+def test_every_deciding_question_quotes_a_real_confirmation() -> None:
+    """Each basis quote is (part of) the confirmation of a bundled incident of that thread,
+    and every category a question moves is a taxonomy id."""
+    ids = {c.id for c in load_taxonomy()}
+    confirmations = {(str(i.confirmed_by.url or i.source).rstrip("/"), i.confirmed_by.quote)
+                     for i in load_incidents()}
+    questions = load_questions()
+    assert len(questions) >= 3
+    for q in questions:
+        assert q.categories() <= ids
+        assert set(q.answers) == {"yes", "no"} and q.en.endswith("?") and q.zh.endswith("？")
+        for b in q.basis:
+            assert any(url == str(b.source).rstrip("/") and b.quote in quote
+                       for url, quote in confirmations), (q.id, b.quote)
+
+
+def test_an_answered_question_moves_the_ranking() -> None:
+    """A real watchdog timeout that does not say why (determined-ai/determined#8915: MNIST
+    hangs on 7-8 GPUs; the cause was GPU peer-to-peer): the answer `p2p_disable=yes` (the
+    job works with NCCL_P2P_DISABLE=1) puts GPU peer-to-peer first; `no` rules it out."""
+    cards = list(bundled_cards())
+    case = next(i for i in load_incidents()
+                if i.id == "determined-8915-two-gpus-hang-together-p2p-shm-disable")
+    report = analyzer_for(cards).analyze([text_source("trial.log", case.log)])
+    before = diagnose(report, cards)
+    assert before.verdict != "diagnosed" and before.root_causes[0].category != \
+        "p2p_pcie_topology"
+    yes = diagnose(report, cards, facts={"p2p_disable": "yes"})
+    assert yes.root_causes[0].category == "p2p_pcie_topology"
+    assert "fact" in yes.root_causes[0].kinds
+    assert any("you answered" in w for w in yes.root_causes[0].why)
+    no = diagnose(report, cards, facts={"p2p_disable": "no"})
+    assert "p2p_pcie_topology" not in [rc.category for rc in no.root_causes[:1]]
+    assert fact_evidence({"nonsense": "yes"}).supports == {}
+
+
+def test_the_deciding_question_separates_the_leading_candidates() -> None:
+    q = deciding_question([("shm_ipc_container", 0.3), ("rank_crashed", 0.2)], {})
+    assert q is not None and q.id == "container"
+    # answered already: the next best, or none when nothing else moves the candidates
+    assert deciding_question([("shm_ipc_container", 0.3)], {"container": "yes"}) is None
+    q = deciding_question([("version_incompatibility", 0.3), ("p2p_pcie_topology", 0.25)],
+                          {"upgrade": "no"})
+    assert q is not None and q.id in {"p2p_disable", "fewer_gpus"}
+
+
+def test_the_simulated_reporter_answers_what_the_question_implies() -> None:
+    from bot.diagnosis.facts import truthful_answer
+    from bot.knowledge.taxonomy import question
+
+    container = question("container")
+    assert container is not None
+    assert truthful_answer(container, {"shm_ipc_container"}) == "yes"
+    assert truthful_answer(container, {"rank_crashed"}) is None  # the data does not say
+    upgrade = question("upgrade")
+    assert upgrade is not None and truthful_answer(upgrade, {"version_incompatibility"}) == "yes"
