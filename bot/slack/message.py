@@ -267,11 +267,14 @@ def first_message(answer: Answer, lang: str = "both", answer_id: str = "",
         if body:
             parts.append(f"*{w['steps']}*\n{body}")
     used = len(head) + sum(len(p) + 1 for p in parts) + len(foot_text) + 4
-    if seen := _seen_before(answer, lg, FIRST_MAX - used - 2):
+    seen = _seen_before(answer, lg, FIRST_MAX - used - 2)
+    if seen:
         parts.append(seen)
     over = len(head) + sum(len(p) + 1 for p in parts) + len(foot_text) + 1 - FIRST_MAX
     while over > 0 and parts:  # the estimate was short: cut the longest part to fit
-        i = max(range(len(parts)), key=lambda k: len(parts[k]))
+        # the "seen before" line last: its links (the thread, the fix) are never cut
+        cuttable = [k for k in range(len(parts)) if parts[k] != seen] or list(range(len(parts)))
+        i = max(cuttable, key=lambda k: len(parts[k]))
         keep = max(0, len(parts[i]) - over - 1)
         over -= len(parts[i]) - keep - (1 if keep else 0)
         parts[i] = cut_words(parts[i], keep) if keep > 20 else ""

@@ -114,7 +114,7 @@ def test_resolve_then_the_next_run_names_that_cause_first(
         shown = message_text(second["blocks"])
         assert "`version_incompatibility` ·" in shown  # the leading cause, in the footer
         assert "Seen in <#C1>" in shown and "(resolved by <@UALICE>)" in shown
-        assert "<https://fake.slack/archives/C1/p10000001|thread>" in shown
+        assert "<https://fake.slack/archives/C1/p10000001|thread>" in shown, shown
         stored = deps.store.answer(_buttons(second)["ncclbot_resolve"])
         assert stored is not None and stored.root_causes[0].category == "version_incompatibility"
         assert stored.similar_incidents[0].local
