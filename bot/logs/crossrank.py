@@ -50,6 +50,12 @@ class CrossRank:
     #: waiting for, or cut off by, another rank
     victims: list[int] = field(default_factory=list)
     first_failure: Suspect | None = None
+    #: ranks that left the collective without an error of their own while others reported
+    #: losing or waiting for them: named by rank 0's monitored barrier, or silent
+    vanished: list[int] = field(default_factory=list)
+    #: of the other ranks' symptoms, whether any waited out a timeout (the missing rank was
+    #: alive but elsewhere) or only lost the connection (it was gone)
+    peers_timed_out: bool = False
 
 
 def _ranges(ranks: list[int], limit: int = 12) -> str:
@@ -119,7 +125,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         for fact in report.facts.get("exit_code", []):
             local: int | None = fact.fields.get("local_rank")
             exit_code: int | None = fact.fields.get("code")
-            if local is not None and exit_code not in (None, 0) and local not in by_rank:
+            if local is not None and exit_code not in (None, 0) and local not in by_rank \
+                    and local not in out.victims:
                 why = f"exited with code {exit_code} {EXITED_SILENTLY}"
                 out.first_failure = Suspect(local, None, why, 0.85, [fact.ev])
                 add(local, None, why, 0.85, [fact.ev])
@@ -139,10 +146,57 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             add(r, None, "could not connect to the store" + (f" at {where}" if where else "")
                 + " while the other ranks did", 0.85, [fact.ev])
 
+    # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
+    # dist.monitored_barrier): those few are where to look. When it names every other rank,
+    # rank 0 itself came late (the others gave up on it first).
+    blamed: set[int] = set()
+    for fact in report.facts.get("barrier_blame", []):
+        blamed.update(fact.fields.get("ranks", []))
+    world_now = report.world_size or (max(report.ranks) + 1 if report.ranks else 0)
+    if blamed:
+        fact = report.facts["barrier_blame"][0]
+        if world_now > 2 and len(blamed) >= world_now - 1:
+            add(0, None, "every other rank gave up on it at the monitored barrier: rank 0 came "
+                "late", 0.7, [fact.ev])
+        elif len(blamed) <= max(1, world_now // 4):
+            for r in sorted(blamed):
+                add(r, None, "rank 0 reports that it never reached the monitored barrier "
+                    f"({fact.fields.get('timeout_ms')} ms)", 0.8, [fact.ev])
+
+    # 2e. DETAIL mode compared the ranks' collectives: the fingerprint few ranks ran, where
+    # more ranks agree on another, is the odd one out.
+    ran: dict[int, str] = {}
+    fp_ev: list[Evidence] = []
+    for fact in report.facts.get("fingerprint", []):
+        f = fact.fields
+        ran.setdefault(f["a"], f["fp_a"])
+        ran.setdefault(f["b"], f["fp_b"])
+        fp_ev.append(fact.ev)
+    by_fp: dict[str, list[int]] = defaultdict(list)
+    for r, fp in sorted(ran.items()):
+        by_fp[fp].append(r)
+    if len(by_fp) > 1:
+        ordered = sorted(by_fp.values(), key=len, reverse=True)
+        if len(ordered[0]) > len(ordered[1]):
+            common = next(fp for fp, rs in by_fp.items() if rs is ordered[0])
+            for fp, rs in by_fp.items():
+                if rs is not ordered[0] and len(rs) <= 4:
+                    for r in rs:
+                        add(r, None, f"ran {fp} where {len(ordered[0])} ranks ran {common}",
+                            0.85, fp_ev[:2])
+
+    # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
+    # configuration, not a peer.
+    for fact in report.facts.get("gloo_iface", []):
+        if fact.ev.rank is not None or fact.ev.host:
+            add(fact.ev.rank, fact.ev.host, f"gloo found no address for interface "
+                f"{fact.fields.get('iface')!r} here (GLOO_SOCKET_IFNAME)", 0.9, [fact.ev])
+
     # 3. Ranks that did not report a timeout while most others did.
     world = report.world_size
     if world and len(by_rank) >= max(2, world // 2) and len(by_rank) < world:
-        out.silent_ranks = [r for r in range(world) if r not in by_rank]
+        out.silent_ranks = [r for r in range(world) if r not in by_rank
+                            and r not in out.victims]
         if len(out.silent_ranks) <= max(2, world // 8):
             for r in out.silent_ranks:
                 add(
@@ -207,8 +261,29 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                         [by_rank[r].ev],
                     )
 
+    # 6. A rank with no error of its own while the others lost it or waited for it: it left
+    # (exited, even cleanly, or was killed without a word) or it was busy elsewhere. torchrun's
+    # SIGTERMs come after, and the rank torchrun saw fail first is one that lost it.
+    out.peers_timed_out = bool(by_rank)
+    named = sorted(blamed) if blamed and len(blamed) <= max(1, world_now // 4) else []
+    if not named and out.victims and world_now > len(out.victims):
+        known = set(out.victims) | set(out.crashed_ranks) | set(by_rank) | set(unreachable)
+        quiet = [r for r in range(world_now) if r not in known and not _stopped(report, r)]
+        if 0 < len(quiet) <= max(1, world_now // 4):
+            named = quiet
+            for r in quiet:
+                add(r, None, "reported no error while "
+                    f"{len(out.victims)} rank(s) lost or waited for a peer: it left the job or "
+                    "was busy elsewhere", 0.75, [])
+    out.vanished = [r for r in named if r not in out.crashed_ranks]
+
     out.suspects = sorted(suspects.values(), key=lambda s: -s.weight)[:16]
     return out
+
+
+def _stopped(report: LogReport, rank: int) -> bool:
+    """torchrun stopped this rank (SIGTERM after another failed): a bystander, not silent."""
+    return any(rec.rank == rank and rec.exitcode == -15 for rec in report.failures)
 
 
 def victim_ranks(report: LogReport, timed_out: dict[int, TimeoutRecord]) -> list[int]:
