@@ -197,7 +197,7 @@ def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     for r in cr.vanished[:4]:
         ev = [t.ev for t in report.timeouts[:1]] or [
             e.ev for e in report.exceptions if e.ev.rank in cr.victims][:1]
-        if r in cr.victims or cr.peers_timed_out:
+        if r in cr.still_running or cr.peers_timed_out:
             out.append(Signal("straggler_or_imbalance", 0.6, f"rank {r} did not reach the "
                               "collective in time while the others waited for it", ev))
             out.append(Signal("timeout_too_short", 0.35, f"rank {r} may have been busy with "

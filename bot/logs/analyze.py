@@ -154,7 +154,7 @@ class Analyzer:
             self._replay(report, state, source.name, last=True)
             source.stats.lines = count.lines
             _flush(report, state)
-        _finish(report)
+        _finish(report, bases)
         if report.total_bytes == 0:
             why = "; ".join(f"{s.name}: {p}" for s in report.sources for p in s.problems)
             names = ", ".join(s.name for s in report.sources) or "no input"
@@ -547,7 +547,18 @@ def _flush(report: LogReport, st: _SourceState) -> None:
             rs.host = rs.host or rec.host
 
 
-def _finish(report: LogReport) -> None:
+def _finish(report: LogReport, bases: dict[str, int]) -> None:
+    if len(bases) > 1:
+        # torchrun numbers each node's ranks in one block from its base: a rank without a
+        # line of its own (it left without a word) still belongs to the node whose block holds
+        # it, up to the block of the next node
+        named = {r for f in report.facts.get("barrier_blame", []) for r in f.fields["ranks"]}
+        upper = max([*report.ranks, *named, max(bases.values())] or [0])
+        for r in range(upper + 1):
+            below = [(b, h) for h, b in bases.items() if b <= r]
+            if below:
+                rs = report.rank(r)
+                rs.host = rs.host or max(below)[1]
     for rs in report.ranks.values():
         if rs.host:
             report.hosts.add(rs.host)

@@ -56,6 +56,9 @@ class CrossRank:
     #: of the other ranks' symptoms, whether any waited out a timeout (the missing rank was
     #: alive but elsewhere) or only lost the connection (it was gone)
     peers_timed_out: bool = False
+    #: of the vanished ranks, those alive after the others gave up on them (they lost a peer
+    #: themselves later, or torchrun had to stop them)
+    still_running: list[int] = field(default_factory=list)
 
 
 def _ranges(ranks: list[int], limit: int = 12) -> str:
@@ -145,6 +148,18 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             where = fact.fields.get("addr")
             add(r, None, "could not connect to the store" + (f" at {where}" if where else "")
                 + " while the other ranks did", 0.85, [fact.ev])
+    # the same from a node whose lines name local ranks only: the node is the suspect
+    node_unreachable: dict[str, Fact] = {}
+    for kind in ("socket_timeout", "store_connect", "store_resolve"):
+        for fact in report.facts.get(kind, []):
+            if fact.ev.rank is None and fact.ev.host and not unreachable:
+                node_unreachable.setdefault(fact.ev.host, fact)
+    if node_unreachable and len(report.hosts) > len(node_unreachable):
+        for host, fact in sorted(node_unreachable.items()):
+            where = fact.fields.get("addr")
+            add(None, host, "its ranks could not connect to the store"
+                + (f" at {where}" if where else "") + " while the other nodes did", 0.85,
+                [fact.ev])
 
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
@@ -196,7 +211,10 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     world = report.world_size
     if world and len(by_rank) >= max(2, world // 2) and len(by_rank) < world:
         out.silent_ranks = [r for r in range(world) if r not in by_rank
-                            and r not in out.victims]
+                            and r not in out.victims] or (
+            # all but one or two timed out; the rest only lost a peer, after the others gave
+            # up and left: they came late, they were what the others waited for
+            [r for r in range(world) if r not in by_rank] if len(by_rank) >= world - 2 else [])
         if len(out.silent_ranks) <= max(2, world // 8):
             for r in out.silent_ranks:
                 add(
@@ -207,6 +225,16 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     0.7,
                     [],
                 )
+
+    # 3b. A rank that logged a long step of its own (saving a checkpoint, evaluating) and did
+    # not time out while others did: the others were waiting for it.
+    if by_rank:
+        for fact in report.facts.get("long_step", []):
+            r = fact.ev.rank
+            if r is not None and r not in by_rank:
+                add(r, None, f"busy with {fact.fields.get('activity', 'a long step')!r} while "
+                    f"{len(by_rank)} rank(s) timed out waiting", 0.8, [fact.ev])
+                break
 
     # 4. Lagging sequence numbers and 5. mismatched collectives at one SeqNum.
     seqs = {r: t.seq for r, t in by_rank.items() if t.seq is not None}
@@ -268,7 +296,7 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     named = sorted(blamed) if blamed and len(blamed) <= max(1, world_now // 4) else []
     if not named and out.victims and world_now > len(out.victims):
         known = set(out.victims) | set(out.crashed_ranks) | set(by_rank) | set(unreachable)
-        quiet = [r for r in range(world_now) if r not in known and not _stopped(report, r)]
+        quiet = [r for r in range(world_now) if r not in known]
         if 0 < len(quiet) <= max(1, world_now // 4):
             named = quiet
             for r in quiet:
@@ -276,6 +304,7 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     f"{len(out.victims)} rank(s) lost or waited for a peer: it left the job or "
                     "was busy elsewhere", 0.75, [])
     out.vanished = [r for r in named if r not in out.crashed_ranks]
+    out.still_running = [r for r in out.vanished if r in out.victims or _stopped(report, r)]
 
     out.suspects = sorted(suspects.values(), key=lambda s: -s.weight)[:16]
     return out
