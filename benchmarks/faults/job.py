@@ -21,7 +21,7 @@ RANK = int(os.environ["RANK"])
 TIMEOUT_S = float(os.environ.get("PG_TIMEOUT_S", "5"))
 NODE = os.environ.get("NODE_NAME", "")
 #: a fault of one rank, or of every rank of one node (FAULT_NODE: an environment set per node)
-mine = RANK == FAULT_RANK or bool(NODE and NODE == os.environ.get("FAULT_NODE"))
+mine = RANK == FAULT_RANK or bool(NODE and os.environ.get("FAULT_NODE") == NODE)
 
 if mine and FAULT == "nojoin":
     raise SystemExit(3)  # a worker that never joins the group

@@ -186,7 +186,7 @@ def _capture(procs: list[Proc], timeout_s: float) -> None:
             p.wait()
     for t in threads:
         t.join(5)
-    for out, fh in files.items():
+    for fh in files.values():
         if stopped:
             fh.write(f"(the job was stopped after {timeout_s:.0f} s)\n")  # type: ignore[attr-defined]
         fh.close()  # type: ignore[attr-defined]

@@ -194,6 +194,11 @@ def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     (a straggler); gone with not a word while the others only lost its connection: it left the
     job early (exited, even with code 0, or was killed)."""
     out: list[Signal] = []
+    if cr.other_path:
+        ev = [e.ev for e in report.exceptions if e.ev.rank in cr.other_path][:1]
+        out.append(Signal("collective_mismatch", 0.7, f"rank(s) {cr.other_path[:8]} waited in "
+                          "another collective call than the other ranks: a code path only "
+                          "some ranks take", ev))
     for r in cr.vanished[:4]:
         ev = [t.ev for t in report.timeouts[:1]] or [
             e.ev for e in report.exceptions if e.ev.rank in cr.victims][:1]

@@ -26,7 +26,7 @@ from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
 _DIGITS = str.maketrans("0123456789", "0000000000")
 CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
-COUNT_ONLY = frozenset({"transport"})
+COUNT_ONLY = frozenset({"transport", "rank_prefix"})
 
 
 @dataclass
@@ -148,7 +148,10 @@ class Analyzer:
             count = LineCount()
             for hit in self.patterns.scan(read_chunks(source, limits), count):
                 if isinstance(hit, Tally):
-                    _on_tally(report, state, hit)
+                    if self._extractor_of.get(hit.trigger) == "rank_prefix":
+                        _on_rank_tally(report, hit)
+                    else:
+                        _on_tally(report, state, hit)
                 else:
                     self._on_hit(report, state, source.name, hit)
             self._replay(report, state, source.name, last=True)
@@ -406,8 +409,15 @@ def _count_transport(report: LogReport, transport: str, n: int) -> None:
         report.transports["NET/IB+GDRDMA" if "GDRDMA" in transport else "NET/IB-noGDR"] += n
 
 
+def _on_rank_tally(report: LogReport, tally: Tally) -> None:
+    """Lines under a launcher's rank prefix, counted by the scanner: those ranks exist."""
+    for value, n in tally.counts.items():
+        if value.isdigit() and int(value) < 65536:
+            report.rank(int(value)).lines += n
+
+
 def _on_tally(report: LogReport, st: _SourceState, tally: Tally) -> None:
-    """NCCL's channel transport lines, counted by the scanner (the only tally trigger)."""
+    """NCCL's channel transport lines, counted by the scanner."""
     for transport, n in tally.counts.items():
         _count_transport(report, transport, n)
     if tally.last_line >= (st.last_channel or (0, ""))[0]:
@@ -553,7 +563,7 @@ def _finish(report: LogReport, bases: dict[str, int]) -> None:
         # line of its own (it left without a word) still belongs to the node whose block holds
         # it, up to the block of the next node
         named = {r for f in report.facts.get("barrier_blame", []) for r in f.fields["ranks"]}
-        upper = max([*report.ranks, *named, max(bases.values())] or [0])
+        upper = max([*report.ranks, *named, max(bases.values())])
         for r in range(upper + 1):
             below = [(b, h) for h, b in bases.items() if b <= r]
             if below:

@@ -59,6 +59,8 @@ class CrossRank:
     #: of the vanished ranks, those alive after the others gave up on them (they lost a peer
     #: themselves later, or torchrun had to stop them)
     still_running: list[int] = field(default_factory=list)
+    #: ranks whose timeout came from another call than most ranks' (barrier vs all_reduce)
+    other_path: list[int] = field(default_factory=list)
 
 
 def _ranges(ranks: list[int], limit: int = 12) -> str:
@@ -225,6 +227,32 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     0.7,
                     [],
                 )
+
+    # 3a. The call each rank's timeout or lost peer was raised in (the innermost frame of its
+    # traceback): most in one collective (all_reduce), a few in another (barrier) -> those few
+    # took another code path.
+    in_call: dict[int, str] = {}
+    call_ev: dict[int, Evidence] = {}
+    for e in report.exceptions:
+        r = e.ev.rank
+        if r is not None and e.frame and " in " in e.frame and is_comm_exception(e.type,
+                                                                                e.message):
+            in_call.setdefault(r, e.frame.rsplit(" in ", 1)[1])
+            call_ev.setdefault(r, e.ev)
+    calls: dict[str, list[int]] = defaultdict(list)
+    for r, call in sorted(in_call.items()):
+        calls[call].append(r)
+    if len(calls) > 1:
+        ranked = sorted(calls.items(), key=lambda kv: -len(kv[1]))
+        top_call, top_ranks = ranked[0]
+        if len(top_ranks) >= 2 and len(top_ranks) > len(ranked[1][1]):
+            for call, rs in ranked[1:]:
+                if len(rs) <= max(1, len(in_call) // 4):
+                    out.other_path = sorted(set(out.other_path) | set(rs))
+                    for r in rs:
+                        add(r, None, f"was in {call}() when it gave up, while "
+                            f"{len(top_ranks)} rank(s) were in {top_call}(): another code path",
+                            0.8, [call_ev[r]])
 
     # 3b. A rank that logged a long step of its own (saving a checkpoint, evaluating) and did
     # not time out while others did: the others were waiting for it.

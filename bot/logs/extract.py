@@ -247,6 +247,9 @@ EXTRACTORS: tuple[Extractor, ...] = (
       trigger=r"Bootstrap ?: Using "),
     E("using_network", r"Using network (\w+)", _groups("network"), trigger=r"Using network "),
     E("transport", r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+)", _groups("transport")),
+    # every line a rank wrote under a launcher's rank prefix (`srun -l`'s "3: "; torchrun's
+    # "[rank3]:"), only counted: a rank that wrote nothing else still exists
+    E("rank_prefix", r"^(?:\[rank)?(\d{1,6})(?:\]:|: )\S", _groups("rank", ints=("rank",))),
     E(
         "comm_init",
         r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId (\w+)",
@@ -358,7 +361,8 @@ EXTRACTORS: tuple[Extractor, ...] = (
     E(
         "barrier_blame",
         r"Ranks? ((?:\d+, )*\d+) failed to pass monitoredBarrier in (\d+) ms",
-        lambda m: {"ranks": [int(x) for x in m.group(1).split(", ")], "timeout_ms": int(m.group(2))},
+        lambda m: {"ranks": [int(x) for x in m.group(1).split(", ")],
+                   "timeout_ms": int(m.group(2))},
     ),
     # gloo cannot use the interface it was told to (GLOO_SOCKET_IFNAME), or the address its
     # host name resolves to: third_party/gloo/gloo/transport/tcp/device.cc,
