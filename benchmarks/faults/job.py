@@ -11,6 +11,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 
 FAULT = os.environ.get("FAULT", "")
@@ -100,13 +101,36 @@ def inject(step: int, x: torch.Tensor) -> bool:
     if FAULT == "dtype":
         dist.all_reduce(x.double())
         return True
+    # --- the sealed kinds (SEALED.md) ---
+    if FAULT == "abort":
+        os.abort()
+    if FAULT == "assert_batch":
+        batch_rows, expected = 31, 32
+        assert batch_rows == expected, f"batch has {batch_rows} rows, expected {expected}"
+    if FAULT == "nan_loss":
+        raise FloatingPointError(f"loss is nan at step {step}")
+    if FAULT == "sys_exit2":
+        sys.exit(2)
+    if FAULT == "deadlock":
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()  # never returns
+    if FAULT == "gather_vs_reduce":
+        dist.all_gather([torch.empty_like(x) for _ in range(WORLD)], x)
+        return True
     return False
 
 
 try:
     x = torch.ones(1024)
     for step in batches():
+        if mine and FAULT == "missing_shard" and step == 0:
+            open(f"/data/train/shard-{RANK:05d}.bin", "rb").close()
         if mine and step == STEP and inject(step, x):
+            continue
+        if FAULT == "bcast_src" and step == STEP:
+            # every rank broadcasts from rank 0, the faulty one from another rank
+            dist.broadcast(x, src=((RANK + 1) % WORLD) if mine else 0)
             continue
         dist.all_reduce(x)
         if step % 2 == 0:

@@ -58,6 +58,16 @@ DEV: tuple[Kind, ...] = (
     Kind("slow_loader", SLOW, "the rank's data loader takes 2.5 timeouts for one batch"),
 )
 
-SEALED: tuple[Kind, ...] = ()
+#: written down (SEALED.md) before the rules; implemented and run once at the end
+SEALED: tuple[Kind, ...] = (
+    Kind("abort", CRASH, "os.abort() (SIGABRT) mid-run"),
+    Kind("assert_batch", CRASH, "an assert on the batch shape fails (AssertionError)"),
+    Kind("nan_loss", CRASH, "a loss check raises FloatingPointError"),
+    Kind("sys_exit2", CRASH, "sys.exit(2) mid-run, no traceback"),
+    Kind("bcast_src", PATH, "the rank broadcasts from another src than the others"),
+    Kind("deadlock", SLOW, "the rank blocks forever on a lock it holds"),
+    Kind("missing_shard", CRASH, "FileNotFoundError opening the rank's data shard"),
+    Kind("gather_vs_reduce", PATH, "all_gather where the others all_reduce"),
+)
 
 BY_NAME = {k.name: k for k in (*DEV, *SEALED)}

@@ -195,11 +195,11 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     if len(by_fp) > 1:
         ordered = sorted(by_fp.values(), key=len, reverse=True)
         if len(ordered[0]) > len(ordered[1]):
-            common = next(fp for fp, rs in by_fp.items() if rs is ordered[0])
+            common_fp = next(fp for fp, rs in by_fp.items() if rs is ordered[0])
             for fp, rs in by_fp.items():
                 if rs is not ordered[0] and len(rs) <= 4:
                     for r in rs:
-                        add(r, None, f"ran {fp} where {len(ordered[0])} ranks ran {common}",
+                        add(r, None, f"ran {fp} where {len(ordered[0])} ranks ran {common_fp}",
                             0.85, fp_ev[:2])
 
     # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
@@ -234,33 +234,33 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     in_call: dict[int, str] = {}
     call_ev: dict[int, Evidence] = {}
     for e in report.exceptions:
-        r = e.ev.rank
-        if r is not None and e.frame and " in " in e.frame and is_comm_exception(e.type,
+        erank = e.ev.rank
+        if erank is not None and e.frame and " in " in e.frame and is_comm_exception(e.type,
                                                                                 e.message):
-            in_call.setdefault(r, e.frame.rsplit(" in ", 1)[1])
-            call_ev.setdefault(r, e.ev)
+            in_call.setdefault(erank, e.frame.rsplit(" in ", 1)[1])
+            call_ev.setdefault(erank, e.ev)
     calls: dict[str, list[int]] = defaultdict(list)
-    for r, call in sorted(in_call.items()):
-        calls[call].append(r)
+    for crank, cname in sorted(in_call.items()):
+        calls[cname].append(crank)
     if len(calls) > 1:
         ranked = sorted(calls.items(), key=lambda kv: -len(kv[1]))
         top_call, top_ranks = ranked[0]
         if len(top_ranks) >= 2 and len(top_ranks) > len(ranked[1][1]):
-            for call, rs in ranked[1:]:
+            for other_call, rs in ranked[1:]:
                 if len(rs) <= max(1, len(in_call) // 4):
                     out.other_path = sorted(set(out.other_path) | set(rs))
-                    for r in rs:
-                        add(r, None, f"was in {call}() when it gave up, while "
+                    for crank in rs:
+                        add(crank, None, f"was in {other_call}() when it gave up, while "
                             f"{len(top_ranks)} rank(s) were in {top_call}(): another code path",
-                            0.8, [call_ev[r]])
+                            0.8, [call_ev[crank]])
 
     # 3b. A rank that logged a long step of its own (saving a checkpoint, evaluating) and did
     # not time out while others did: the others were waiting for it.
     if by_rank:
         for fact in report.facts.get("long_step", []):
-            r = fact.ev.rank
-            if r is not None and r not in by_rank:
-                add(r, None, f"busy with {fact.fields.get('activity', 'a long step')!r} while "
+            lrank = fact.ev.rank
+            if lrank is not None and lrank not in by_rank:
+                add(lrank, None, f"busy with {fact.fields.get('activity', 'a long step')!r} while "
                     f"{len(by_rank)} rank(s) timed out waiting", 0.8, [fact.ev])
                 break
 
