@@ -104,15 +104,18 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         if f.fields.get("signal") in ("SIGKILL", "Killed process", "Out of memory: Killed")
         or f.fields.get("signo") == 9
     ]
-    # SIGABRT after a timeout is PyTorch tearing the process down, not the cause.
+    # SIGABRT after a timeout is PyTorch tearing the process down, not the cause; after gloo
+    # found a collective of another size ("Received data size doesn't match expected size",
+    # an uncaught gloo::EnforceNotMet: std::terminate) it is that detection.
+    aborts_explained = timeouts or report.has("mismatch")
     fatal = ("SIGSEGV", "Segmentation fault", "SIGILL", "SIGFPE") + (
-        () if timeouts else ("SIGABRT",)
+        () if aborts_explained else ("SIGABRT",)
     )
     segv = [
         f
         for f in sig
         if f.fields.get("signal") in fatal
-        or f.fields.get("signo") in ((11,) if timeouts else (11, 6))
+        or f.fields.get("signo") in ((11,) if aborts_explained else (11, 6))
     ]
     codes = report.facts.get("exit_code", [])
     killed_codes = [f for f in codes if f.fields.get("code") in (-9, 137)]
@@ -207,6 +210,12 @@ def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                               "collective in time while the others waited for it", ev))
             out.append(Signal("timeout_too_short", 0.35, f"rank {r} may have been busy with "
                               "a long step of its own", ev))
+        elif report.has("mismatch"):
+            # a size mismatch was detected: the rank that left was aborted by it
+            out.append(Signal("collective_mismatch", 0.6, f"rank {r} left the job while a "
+                              "collective of another size was detected", ev))
+            out.append(Signal("rank_crashed", 0.35, f"rank {r} left the job without an error "
+                              "of its own", ev))
         else:
             out.append(Signal("rank_crashed", 0.65, f"rank {r} left the job without an error of "
                               "its own (it exited early, even cleanly, or was killed): the "

@@ -518,7 +518,14 @@ def _h_clients(report: LogReport, st: _SourceState, fact: Fact, rank: int | None
         report.world_size = expected
 
 
+def _h_mismatch(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    """A fingerprint quoted by DETAIL's wrapper when its barrier failed ("Monitored Barrier
+    encountered error running collective: CollectiveFingerPrint(...)") is no mismatch."""
+    return "encountered error running collective" not in fact.ev.text
+
+
 _HANDLERS = {
+    "mismatch": _h_mismatch,
     "watchdog_timeout": _h_watchdog,
     "gloo_timeout": _h_gloo_timeout,
     "work_nccl": _h_work,

@@ -525,4 +525,8 @@ def is_comm_exception(etype: str, message: str) -> bool:
         or any(p in lowered for p in GLOO_PEER_LOST)
         or "disagreement" in lowered or "mismatch between collectives" in lowered
         or "monitoredbarrier" in lowered  # a rank that saw another fail (ProcessGroupGloo.cpp)
+        # DETAIL's wrapper could not even run its barrier: "ProcessGroupWrapper: Monitored
+        # Barrier encountered error running collective: CollectiveFingerPrint(...). Error: "
+        # followed by the peer's loss (torch 2.13, ProcessGroupWrapper.cpp)
+        or "monitored barrier encountered error" in lowered
     )
