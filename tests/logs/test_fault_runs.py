@@ -101,3 +101,42 @@ def test_a_node_whose_ranks_cannot_reach_the_store_is_the_suspect() -> None:
     assert d.root_causes[0].category == "rendezvous_failure"
     assert d.suspects[0].host == "gpu-node-02"
     assert "could not connect to the store" in d.suspects[0].reason
+
+
+def test_srun_prefixes_place_the_rank_that_left_cleanly_among_four() -> None:
+    # four processes started by hand with env:// (as srun does), one file interleaved with
+    # `srun -l` prefixes; rank 2 exits with code 0 at its first step: it writes no error, the
+    # others lose it (closed connections) or time out
+    _, d = _diagnose("slurm4-exit0_early-rank2")
+    assert d.suspects[0].rank == 2
+    assert "reported no error" in d.suspects[0].reason
+    assert d.crossrank.vanished == [2]
+    assert d.root_causes[0].category in ("rank_crashed", "straggler_or_imbalance",
+                                         "collective_mismatch")
+
+
+def test_the_rank_that_timed_out_in_a_barrier_took_another_code_path() -> None:
+    # rank 0 calls barrier() inside its own branch while the others all_reduce: every rank
+    # times out, rank 0's traceback ends in barrier, the others' in all_reduce
+    _, d = _diagnose("slurm4-barrier_branch-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert d.suspects[0].rank == 0 and d.crossrank.other_path == [0]
+    assert "barrier()" in d.suspects[0].reason
+
+
+def test_one_file_per_rank_names_the_rank_and_the_barrier_names_the_sleeper() -> None:
+    # rank-0.log ... rank-2.log, DETAIL: rank 1 sleeps; rank 0's monitored barrier names it;
+    # rank 1 wakes to a closed connection ("Monitored Barrier encountered error"), a symptom
+    report, d = _diagnose("slurm3-files-detail-sleep-rank1")
+    assert sorted(report.ranks) == [0, 1, 2]
+    assert d.root_causes[0].category in ("straggler_or_imbalance", "timeout_too_short")
+    assert d.suspects[0].rank == 1 and 1 in d.crossrank.victims
+    assert d.crossrank.crashed_ranks == []
+
+
+def test_accelerate_launch_with_an_extra_collective_on_rank_0() -> None:
+    # accelerate launch (torchrun underneath, no prefixes on the ranks' own prints); rank 0's
+    # extra all_reduce makes gloo abort it ("Received data size doesn't match expected size")
+    _, d = _diagnose("accelerate2-extra_collective-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert d.suspects[0].rank == 0
