@@ -130,7 +130,7 @@ try:
             continue
         if FAULT == "bcast_src" and step == STEP:
             # every rank broadcasts from rank 0, the faulty one from another rank
-            dist.broadcast(x, src=((RANK + 1) % WORLD) if mine else 0)
+            dist.broadcast(x, src=(RANK if RANK > 0 else 1) if mine else 0)
             continue
         dist.all_reduce(x)
         if step % 2 == 0:
