@@ -56,17 +56,19 @@ class Plan:
         return f"{self.shape}__{self.kind}__{where}__step{self.step}"
 
 
-def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: bool) -> list[Plan]:
-    """Without `full`, each kind runs on three shapes (rotating), each shape with ~8 kinds."""
+def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: bool,
+          offset: int = 0) -> list[Plan]:
+    """Without `full`, each kind runs on three shapes (rotating), each shape with ~8 kinds;
+    another `offset` picks other (shape, kind) pairs, positions and steps."""
     out = []
     for si, shape in enumerate(shapes):
         pos = shape.positions()
         for ki, kind in enumerate(kinds):
-            if not full and len(shapes) > 3 and (si - ki) % len(shapes) not in (0, 3, 6):
+            if not full and len(shapes) > 3 and (si - ki + offset) % len(shapes) not in (0, 3, 6):
                 continue
-            chosen = pos if all_positions else [pos[(si + ki) % len(pos)]]
+            chosen = pos if all_positions else [pos[(si + ki + offset) % len(pos)]]
             for rank in chosen:
-                step = 0 if (si + ki) % 2 == 0 else STEPS - 1
+                step = 0 if (si + ki + offset) % 2 == 0 else STEPS - 1
                 node_fault = kind.at_start and shape.nodes > 1 and rank % shape.per_node == 0 \
                     and rank > 0
                 out.append(Plan(shape.name, kind.name, rank, step, node_fault))
@@ -103,6 +105,8 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
     ap.add_argument("--all-positions", action="store_true")
     ap.add_argument("--full", action="store_true", help="every kind on every shape")
+    ap.add_argument("--offset", type=int, default=0,
+                    help="pick other (shape, kind) pairs, positions and steps (0-7)")
     ap.add_argument("--keep", type=Path, help="keep the runs in this folder")
     ap.add_argument("--judge", type=Path, help="score the runs kept in this folder again")
     ap.add_argument("--timeout", type=float, default=90, help="seconds one job may run")
@@ -118,7 +122,8 @@ def main() -> None:
         shapes = [SHAPES[s] for s in args.shapes] if args.shapes else list(ALL_SHAPES)
         base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
         base.mkdir(parents=True, exist_ok=True)
-        todo = [(pl, base / pl.slug) for pl in plans(shapes, kinds, args.all_positions, args.full)]
+        todo = [(pl, base / pl.slug) for pl in plans(shapes, kinds, args.all_positions, args.full,
+                                                          args.offset)]
     sealed_names = {k.name for k in SEALED}
     rows = []
     t0 = time.monotonic()
