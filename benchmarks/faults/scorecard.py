@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -120,6 +121,10 @@ def main() -> None:
         kinds = [KINDS[k] for k in args.kinds] if args.kinds else list(
             SEALED if args.sealed else DEV)
         shapes = [SHAPES[s] for s in args.shapes] if args.shapes else list(ALL_SHAPES)
+        if not shutil.which("accelerate", path=str(Path(sys.executable).parent)):
+            print("accelerate is not installed (pip install 'ncclbot[faults]'): its shape is "
+                  "skipped")
+            shapes = [s for s in shapes if s.launcher != "accelerate"]
         base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
         base.mkdir(parents=True, exist_ok=True)
         todo = [(pl, base / pl.slug) for pl in plans(shapes, kinds, args.all_positions, args.full,
