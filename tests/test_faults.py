@@ -1,50 +1,113 @@
-"""The fault-injection harness (benchmarks/faults) on real faults: a rank raising, a rank
-asleep past the process-group timeout."""
+"""The fault-injection harness (benchmarks/faults) on real faults and real launch shapes: a rank
+raising, a rank asleep past the process-group timeout, a Slurm-style job started by hand."""
 
 from __future__ import annotations
 
-import importlib.util
-from concurrent.futures import ThreadPoolExecutor
+import importlib
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from bot.logs.analyze import global_rank_of_file, host_of_file, rank_of_file
 from tests.conftest import ROOT
 
-
-def _scorecard():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "scorecard", ROOT / "benchmarks" / "faults" / "scorecard.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+FAULTS = ROOT / "benchmarks" / "faults"
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Both faulty jobs, run at the same time (each mostly waits: for its process group's
-    timeout, its sleeping rank, torchrun's teardown): fault -> the job's folder."""
+def _module(name: str) -> ModuleType:
+    if str(FAULTS) not in sys.path:
+        sys.path.insert(0, str(FAULTS))
+    return importlib.import_module(name)
+
+
+def test_the_kinds_are_many_and_name_real_categories() -> None:
+    kinds = _module("kinds")
+    taxonomy = (ROOT / "knowledge" / "taxonomy.yaml").read_text()
+    assert len(kinds.DEV) >= 20
+    assert len({k.name for k in kinds.DEV}) == len(kinds.DEV)
+    assert not {k.name for k in kinds.DEV} & {k.name for k in kinds.SEALED}
+    for k in (*kinds.DEV, *kinds.SEALED):
+        assert k.right and all(f"id: {c}" in taxonomy for c in k.right), k.name
+
+
+def test_every_shape_and_kind_is_planned_with_faults_on_every_position() -> None:
+    sc = _module("scorecard")
+    shapes = _module("shapes")
+    kinds = _module("kinds")
+    plans = sc.plans(list(shapes.SHAPES), list(kinds.DEV), False, False)
+    assert {p.shape for p in plans} == {s.name for s in shapes.SHAPES}
+    assert {p.kind for p in plans} == {k.name for k in kinds.DEV}
+    assert {p.step for p in plans} == {0, sc.STEPS - 1}  # early and late
+    two = shapes.BY_NAME["2node-torchrun"]
+    assert two.positions() == [0, 2, 3]  # rank 0, a middle rank / node 2's first, the last
+    assert [two.node_of(r) for r in range(4)] == [0, 0, 1, 1]
+    node_faults = [p for p in plans if p.node_fault]
+    assert node_faults and all(shapes.BY_NAME[p.shape].nodes > 1 for p in node_faults)
+    full = sc.plans(list(shapes.SHAPES), list(kinds.DEV), True, True)
+    assert len(full) > len(plans) and {(p.shape, p.kind) for p in plans} <= {
+        (p.shape, p.kind) for p in full}
+
+
+def test_files_name_their_rank_and_node() -> None:
+    assert rank_of_file("gpu-node-02/logs/job_x/attempt_0/1/stderr.log") == 1  # a local rank
+    assert host_of_file("gpu-node-02/logs/job_x/attempt_0/1/stderr.log") == "gpu-node-02"
+    assert host_of_file("run.zip:logs/gpu-node-01.log") == "gpu-node-01"
+    assert host_of_file("ip-10-0-0-12.log") == "ip-10-0-0-12"
+    assert host_of_file("torchrun.log") is None and host_of_file("rank-3.log") is None
+    assert host_of_file("slurm-job17.out") is None and host_of_file("x" * 5000) is None
+    assert global_rank_of_file("job/rank-3.log") == 3
+    assert global_rank_of_file("rank_12.out") == 12 and global_rank_of_file("frank-3.log") is None
+
+
+def test_recording_a_run_scrubs_the_machines_paths(tmp_path: Path) -> None:
+    record = _module("record")
+    src = tmp_path / "run"
+    (src / "dumps").mkdir(parents=True)
+    (src / "gpu-node-01.log").write_bytes(f"  File \"{ROOT}/benchmarks/faults/job.py\"\n".encode())
+    (src / "dumps" / "fr_trace_0").write_bytes(b"\x80\x04")
+    (src / "plan.json").write_text("{}")
+    out = record.record(src, tmp_path / "kept")
+    assert [p.name for p in out] == ["gpu-node-01.log"]
+    assert (tmp_path / "kept" / "gpu-node-01.log").read_text() == \
+        '  File "/job/benchmarks/faults/job.py"\n'
+
+
+def _run(shape_name: str, kind: str, rank: int, tmp_path: Path, step: int = 2) -> dict[str, object]:
+    sc = _module("scorecard")
+    shapes = _module("shapes")
+    shape = shapes.BY_NAME.get(shape_name) or shapes.Shape(shape_name, "slurm", 2)
+    plan = sc.Plan(shape.name, kind, rank, step, False)
+    if shape.name not in shapes.BY_NAME:
+        shapes.BY_NAME[shape.name] = shape
+    where = shapes.run(shape, kind, rank, tmp_path / "run", step, sc.STEPS, timeout_s=150)
+    verdict: dict[str, object] = sc.judge(where, plan)
+    return verdict
+
+
+def test_an_exception_on_rank_1_is_a_crash_of_rank_1(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    sc = _scorecard()
-    tmp = tmp_path_factory.mktemp("faults")
-    jobs = {"exception": 1, "sleep": 2}  # sleep on rank 2: not a scorecard position
-    with ThreadPoolExecutor(len(jobs)) as pool:
-        done = {f: pool.submit(sc.run_job, f, r, tmp / f) for f, r in jobs.items()}
-        return {f: d.result() for f, d in done.items()}
-
-
-def test_an_exception_on_rank_1_is_a_crash_of_rank_1(runs: dict[str, Path]) -> None:
-    sc = _scorecard()
-    where = runs["exception"]
+    verdict = _run("torchrun-4-logdir", "exception", 1, tmp_path)
+    where = tmp_path / "run"
     assert sorted(p.name for p in (where / "dumps").iterdir())  # the ranks' dumps
     assert "injected failure on rank 1" in "".join(
         p.read_text() for p in (where / "logs").rglob("*.log"))
-    category_ok, culprit_ok, top, suspect = sc.judge(where, "exception", 1)
-    assert (category_ok, culprit_ok) == (True, True), (top, suspect)
+    assert (verdict["category_ok"], verdict["culprit_ok"]) == (True, True), verdict
 
 
-def test_a_rank_asleep_past_the_timeout_is_the_straggler(runs: dict[str, Path]) -> None:
-    sc = _scorecard()
-    category_ok, culprit_ok, top, suspect = sc.judge(runs["sleep"], "sleep", 2)
-    assert (category_ok, culprit_ok) == (True, True), (top, suspect)
+def test_a_rank_asleep_past_the_timeout_is_the_straggler(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    verdict = _run("torchrun-4-logdir", "sleep", 2, tmp_path)  # rank 2: not a scorecard position
+    assert (verdict["category_ok"], verdict["culprit_ok"]) == (True, True), verdict
+
+
+def test_a_slurm_style_rank_that_exits_cleanly_early_is_the_cause(tmp_path: Path) -> None:
+    # two processes started by hand with env:// (as srun starts them), `N: ` prefixes, one
+    # interleaved file; rank 1 returns with exit code 0 at its first step
+    pytest.importorskip("torch")
+    verdict = _run("slurm-2", "exit0_early", 1, tmp_path, step=0)
+    text = (tmp_path / "run" / "slurm-job17.out").read_text()
+    assert "1: rank 1: nothing left to do, exiting" in text
+    assert verdict["culprit_ok"] and verdict["suspect"] == 1, verdict
+    assert verdict["category_ok"], verdict

@@ -1,54 +1,142 @@
-"""A small gloo job for the fault scorecard: 4 ranks, a few all_reduces, one injected fault.
+"""A small gloo training-like job for the fault scorecard: a few all_reduces, one injected fault.
 
-FAULT (exception, sigkill, sleep, skip, mismatch, nojoin, wrong_master) happens on
-FAULT_RANK at step FAULT_STEP. Every rank that gets that far writes its Flight Recorder
-dump to DUMP_DIR/fr_trace_<rank> (as TORCH_FR_DUMP_TEMP_FILE would), whatever happens.
+FAULT happens on FAULT_RANK at step FAULT_STEP (of STEPS). Every rank that gets that far writes
+its Flight Recorder dump to DUMP_DIR/fr_trace_<rank> (as TORCH_FR_DUMP_TEMP_FILE would) when
+DUMP_DIR is set. The rank comes from RANK (torchrun, accelerate, the Slurm-style launcher all
+set it). The kinds are listed in `benchmarks/faults/kinds.py`.
 """
 
 import datetime
 import os
+import resource
 import signal
+import sys
+import threading
 import time
-
-import torch
-import torch.distributed as dist
 
 FAULT = os.environ.get("FAULT", "")
 FAULT_RANK = int(os.environ.get("FAULT_RANK", "-1"))
 STEP = int(os.environ.get("FAULT_STEP", "2"))
+STEPS = int(os.environ.get("STEPS", "5"))
 RANK = int(os.environ["RANK"])
-TIMEOUT = datetime.timedelta(seconds=float(os.environ.get("PG_TIMEOUT_S", "5")))
-mine = RANK == FAULT_RANK
+TIMEOUT_S = float(os.environ.get("PG_TIMEOUT_S", "5"))
+NODE = os.environ.get("NODE_NAME", "")
+#: a fault of one rank, or of every rank of one node (FAULT_NODE: an environment set per node)
+mine = RANK == FAULT_RANK or bool(NODE and os.environ.get("FAULT_NODE") == NODE)
 
 if mine and FAULT == "nojoin":
     raise SystemExit(3)  # a worker that never joins the group
 if mine and FAULT == "wrong_master":
     os.environ["MASTER_ADDR"] = "10.255.255.1"  # an address nobody listens on
-dist.init_process_group("gloo", timeout=TIMEOUT)
+if mine and FAULT == "wrong_port":
+    os.environ["MASTER_PORT"] = str(int(os.environ["MASTER_PORT"]) + 7)  # nobody listens there
+if mine and FAULT == "wrong_world":
+    os.environ["WORLD_SIZE"] = str(int(os.environ["WORLD_SIZE"]) + 1)
+if mine and FAULT == "bad_ifname":
+    os.environ["GLOO_SOCKET_IFNAME"] = "ens9f1"  # an interface this host does not have
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT_S))
+WORLD = dist.get_world_size()
 
 
 def dump() -> None:
-    with open(f"{os.environ['DUMP_DIR']}/fr_trace_{RANK}", "wb") as fh:
-        fh.write(torch._C._distributed_c10d._dump_fr_trace())
+    if os.environ.get("DUMP_DIR"):
+        with open(f"{os.environ['DUMP_DIR']}/fr_trace_{RANK}", "wb") as fh:
+            fh.write(torch._C._distributed_c10d._dump_fr_trace())
+
+
+def batches() -> "list[int]":
+    """This rank's batches: one rank may have fewer (an uneven data split)."""
+    n = STEPS
+    if mine and FAULT == "fewer_batches":
+        n = STEP
+    return list(range(n))
+
+
+def inject(step: int, x: torch.Tensor) -> bool:
+    """The fault of this rank at this step; True when the step's all_reduce is replaced."""
+    if FAULT == "exception":
+        raise RuntimeError(f"injected failure on rank {RANK} at step {step}")
+    if FAULT == "value_error":
+        raise ValueError(f"invalid label 7 in batch {step} (expected < 5)")
+    if FAULT == "sigkill":
+        dump()
+        os.kill(os.getpid(), signal.SIGKILL)
+    if FAULT == "sigsegv":
+        dump()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if FAULT == "exit1":
+        dump()
+        os._exit(1)
+    if FAULT == "exit0_early":
+        print(f"rank {RANK}: nothing left to do, exiting", flush=True)
+        dump()
+        sys.exit(0)
+    if FAULT == "memory_error":
+        b = bytearray(1 << 44)  # 16 TiB: Python raises MemoryError
+        del b
+    if FAULT == "rlimit_as":
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
+        y = torch.empty(1 << 33, dtype=torch.uint8)  # 8 GiB under a 2 GiB address-space limit
+        del y
+    if FAULT == "sleep":
+        time.sleep(3 * TIMEOUT_S)
+    if FAULT == "slow_ckpt":
+        print(f"Saving checkpoint to /ckpt/step_{step}.pt", flush=True)
+        time.sleep(3 * TIMEOUT_S)
+    if FAULT == "slow_loader":
+        time.sleep(2.5 * TIMEOUT_S)  # a data loader worker stuck on slow storage
+    if FAULT == "skip":
+        return True
+    if FAULT == "extra_collective":
+        dist.all_reduce(torch.ones(16))
+    if FAULT == "barrier_branch":
+        dist.barrier()  # a barrier inside `if rank == ...:`
+    if FAULT == "mismatch":
+        dist.all_reduce(torch.ones(7))
+        return True
+    if FAULT == "dtype":
+        dist.all_reduce(x.double())
+        return True
+    # --- the sealed kinds (SEALED.md) ---
+    if FAULT == "abort":
+        os.abort()
+    if FAULT == "assert_batch":
+        batch_rows, expected = 31, 32
+        assert batch_rows == expected, f"batch has {batch_rows} rows, expected {expected}"
+    if FAULT == "nan_loss":
+        raise FloatingPointError(f"loss is nan at step {step}")
+    if FAULT == "sys_exit2":
+        sys.exit(2)
+    if FAULT == "deadlock":
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()  # never returns
+    if FAULT == "gather_vs_reduce":
+        dist.all_gather([torch.empty_like(x) for _ in range(WORLD)], x)
+        return True
+    return False
 
 
 try:
     x = torch.ones(1024)
-    for step in range(5):
-        if mine and step == STEP:
-            if FAULT == "exception":
-                raise RuntimeError(f"injected failure on rank {RANK} at step {step}")
-            if FAULT == "sigkill":
-                dump()
-                os.kill(os.getpid(), signal.SIGKILL)
-            if FAULT == "sleep":
-                time.sleep(3 * TIMEOUT.total_seconds())
-            if FAULT == "skip":
-                continue
-            if FAULT == "mismatch":
-                dist.all_reduce(torch.ones(7))
-                continue
+    for step in batches():
+        if mine and FAULT == "missing_shard" and step == 0:
+            open(f"/data/train/shard-{RANK:05d}.bin", "rb").close()
+        if mine and step == STEP and inject(step, x):
+            continue
+        if FAULT == "bcast_src" and step == STEP:
+            # every rank broadcasts from rank 0, the faulty one from another rank
+            dist.broadcast(x, src=(RANK if RANK > 0 else 1) if mine else 0)
+            continue
         dist.all_reduce(x)
+        if step % 2 == 0:
+            print(f"step {step} loss {1.0 / (step + 1):.4f}", flush=True)
+    # the end of an epoch: every rank reports its metrics
+    dist.all_reduce(torch.ones(1))
     print(f"rank {RANK}: done", flush=True)
 finally:
     dump()

@@ -1,126 +1,167 @@
-"""The fault-injection scorecard: real torchrun gloo jobs on CPU, each with one fault injected
-at rank 0, rank 1 and the last rank; ncclbot is scored on the category and the culprit rank.
+"""The fault-injection scorecard: real gloo jobs on CPU, started the ways real jobs are
+(torchrun on one node with 2 to 8 ranks, two and three torchrun agents as separate nodes,
+Slurm-style one process per rank, `accelerate launch`), each with one fault injected on one
+rank (or one node); ncclbot is scored on the category and on the culprit rank (and node).
 
-Every run keeps what a user would attach: each rank's output as torchrun writes it, torchrun's
-own output, and the Flight Recorder dumps. The runs live in a temporary folder (`--keep DIR`
-keeps them), never in git.
+A separate benchmark, not part of the test suite: the full card is ~200 real jobs (about an
+hour on two busy cores). Every run keeps what a user would attach (see shapes.py); `--keep DIR`
+keeps the runs and `--judge DIR` scores kept runs again without running them.
 
-    .venv/bin/python benchmarks/faults/scorecard.py            # 8 faults x 3 rank positions
-    .venv/bin/python benchmarks/faults/scorecard.py --faults exception sleep --ranks 1
-    .venv/bin/python benchmarks/faults/scorecard.py --world 3 --step 0   # another job shape
+    .venv/bin/python benchmarks/faults/scorecard.py                 # development kinds
+    .venv/bin/python benchmarks/faults/scorecard.py --sealed        # the sealed kinds (once)
+    .venv/bin/python benchmarks/faults/scorecard.py --kinds exit0_early --shapes 2node-torchrun
+    .venv/bin/python benchmarks/faults/scorecard.py --judge /tmp/runs   # score kept runs again
+
+By default each kind runs on three of the eight shapes (rotating; `--full`: all of them), and
+each (shape, kind) at one fault position: positions rotate over rank 0, a middle rank, the
+last rank and the first rank of another node, and the step over early (0) and late (the last);
+`--all-positions` runs every position.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
+import json
+import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-JOB = Path(__file__).with_name("job.py")
-WORLD = 4
+sys.path.insert(0, str(Path(__file__).parent))
 
-#: fault -> the categories a right answer may name
-FAULTS: dict[str, frozenset[str]] = {
-    "exception": frozenset({"rank_crashed"}),
-    "sigkill": frozenset({"rank_crashed"}),
-    "sleep": frozenset({"straggler_or_imbalance", "timeout_too_short"}),
-    "skip": frozenset({"collective_mismatch", "straggler_or_imbalance"}),
-    "mismatch": frozenset({"collective_mismatch"}),
-    "nojoin": frozenset({"rendezvous_failure", "rank_crashed"}),
-    "wrong_master": frozenset({"rendezvous_failure", "network_interface"}),
-    "port_in_use": frozenset({"rendezvous_failure"}),
-}
+from kinds import BY_NAME as KINDS  # noqa: E402
+from kinds import DEV, SEALED, Kind  # noqa: E402
+from shapes import BY_NAME as SHAPES  # noqa: E402
+from shapes import SHAPES as ALL_SHAPES  # noqa: E402
+from shapes import Shape, host_name, run  # noqa: E402
+
+STEPS = 5
 
 
-def run_job(fault: str, rank: int, where: Path, timeout_s: float = 120, world: int = WORLD,
-            step: int = 2) -> Path:
-    """Run one faulty job (`world` ranks, the fault at `step` of 5); its folder holds logs/,
-    torchrun.log and dumps/."""
-    where.mkdir(parents=True)
-    (where / "dumps").mkdir()
-    env = {**os.environ, "FAULT": fault, "FAULT_RANK": str(rank), "DUMP_DIR": str(where / "dumps"),
-           "TORCH_FR_BUFFER_SIZE": "2000", "GLOO_SOCKET_IFNAME": "lo", "PG_TIMEOUT_S": "5",
-           "OMP_NUM_THREADS": "1", "FAULT_STEP": str(step)}
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
-            "--redirects", "3", "--log-dir", str(where / "logs")]
-    blocker = None
-    if fault == "port_in_use":
-        import socket
+@dataclass
+class Plan:
+    shape: str
+    kind: str
+    rank: int
+    step: int
+    node_fault: bool  # the fault is in one node's environment (every rank of that node)
 
-        blocker = socket.socket()
-        blocker.bind(("127.0.0.1", 0))
-        blocker.listen()
-        argv += ["--master-addr", "127.0.0.1", "--master-port",
-                 str(blocker.getsockname()[1]), "--rdzv-backend", "static", "--nnodes", "1",
-                 "--node-rank", "0"]
-    else:
-        argv += ["--standalone"]
-    try:
-        proc = subprocess.run([*argv, str(JOB)], env=env, capture_output=True, text=True,
-                              timeout=timeout_s)
-        out = proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        out = f"{exc.stdout or ''}{exc.stderr or ''}\n(the job was stopped after {timeout_s} s)"
-    finally:
-        if blocker is not None:
-            blocker.close()
-    (where / "torchrun.log").write_text(out if isinstance(out, str) else out.decode())
-    return where
+    @property
+    def slug(self) -> str:
+        where = f"node{SHAPES[self.shape].node_of(self.rank)}" if self.node_fault else \
+            f"rank{self.rank}"
+        return f"{self.shape}__{self.kind}__{where}__step{self.step}"
 
 
-def judge(where: Path, fault: str, rank: int) -> tuple[bool, bool, str, int | None]:
-    """(category right, culprit right, top category, suspect rank) for one run."""
+def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: bool,
+          offset: int = 0) -> list[Plan]:
+    """Without `full`, each kind runs on three shapes (rotating), each shape with ~8 kinds;
+    another `offset` picks other (shape, kind) pairs, positions and steps."""
+    out = []
+    for si, shape in enumerate(shapes):
+        pos = shape.positions()
+        for ki, kind in enumerate(kinds):
+            if not full and len(shapes) > 3 and (si - ki + offset) % len(shapes) not in (0, 3, 6):
+                continue
+            chosen = pos if all_positions else [pos[(si + ki + offset) % len(pos)]]
+            for rank in chosen:
+                step = 0 if (si + ki + offset) % 2 == 0 else STEPS - 1
+                node_fault = kind.at_start and shape.nodes > 1 and rank % shape.per_node == 0 \
+                    and rank > 0
+                out.append(Plan(shape.name, kind.name, rank, step, node_fault))
+    return out
+
+
+def judge(where: Path, plan: Plan) -> dict[str, object]:
+    """Category right, culprit right (the rank, or any rank/host of the faulty node)."""
     from bot.logs.sources import expand_inputs
     from bot.service import analyze_sources
 
+    shape = SHAPES[plan.shape]
     _report, diagnosis = analyze_sources(expand_inputs([str(where)]))
     top = diagnosis.root_causes[0].category if diagnosis.root_causes else "-"
-    suspect = diagnosis.suspects[0].rank if diagnosis.suspects else None
-    culprit_ok = fault == "port_in_use" or suspect == rank
-    return top in FAULTS[fault], culprit_ok, top, suspect
+    s = diagnosis.suspects[0] if diagnosis.suspects else None
+    node = host_name(shape.node_of(plan.rank))
+    if plan.node_fault:
+        culprit_ok = s is not None and (
+            s.host == node or (s.rank is not None and shape.node_of(s.rank) == shape.node_of(
+                plan.rank)))
+    else:
+        culprit_ok = s is not None and s.rank == plan.rank
+        if shape.nodes > 1 and s is not None and s.host is not None:
+            culprit_ok = culprit_ok and s.host == node
+    return {"category_ok": top in KINDS[plan.kind].right, "culprit_ok": culprit_ok,
+            "top": top, "suspect": None if s is None else s.rank,
+            "suspect_host": None if s is None else s.host}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--faults", nargs="*", default=list(FAULTS))
-    ap.add_argument("--world", type=int, default=WORLD, help="ranks per job (default 4)")
-    ap.add_argument("--step", type=int, default=2, help="the step (0-4) the fault happens at")
-    ap.add_argument("--ranks", nargs="*", type=int,
-                    help="fault positions (default: 0, 1 and the last rank)")
+    ap.add_argument("--sealed", action="store_true", help="run the sealed kinds (SEALED.md)")
+    ap.add_argument("--kinds", nargs="*")
+    ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
+    ap.add_argument("--all-positions", action="store_true")
+    ap.add_argument("--full", action="store_true", help="every kind on every shape")
+    ap.add_argument("--offset", type=int, default=0,
+                    help="pick other (shape, kind) pairs, positions and steps (0-7)")
     ap.add_argument("--keep", type=Path, help="keep the runs in this folder")
+    ap.add_argument("--judge", type=Path, help="score the runs kept in this folder again")
+    ap.add_argument("--timeout", type=float, default=90, help="seconds one job may run")
     args = ap.parse_args()
-    args.ranks = args.ranks or [0, 1, args.world - 1]
-    base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
+    if args.judge:
+        done = sorted(p for p in args.judge.iterdir() if (p / "plan.json").exists())
+        todo = [(Plan(**json.loads((p / "plan.json").read_text())), p) for p in done]
+        todo = [(pl, p) for pl, p in todo if (not args.kinds or pl.kind in args.kinds)
+                and (not args.shapes or pl.shape in args.shapes)]
+    else:
+        kinds = [KINDS[k] for k in args.kinds] if args.kinds else list(
+            SEALED if args.sealed else DEV)
+        shapes = [SHAPES[s] for s in args.shapes] if args.shapes else list(ALL_SHAPES)
+        if not shutil.which("accelerate", path=str(Path(sys.executable).parent)):
+            print("accelerate is not installed (pip install 'ncclbot[faults]'): its shape is "
+                  "skipped")
+            shapes = [s for s in shapes if s.launcher != "accelerate"]
+        base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
+        base.mkdir(parents=True, exist_ok=True)
+        todo = [(pl, base / pl.slug) for pl in plans(shapes, kinds, args.all_positions, args.full,
+                                                          args.offset)]
+    sealed_names = {k.name for k in SEALED}
     rows = []
     t0 = time.monotonic()
-    for fault in args.faults:
-        positions = [0] if fault == "port_in_use" else args.ranks
-        for rank in positions:
-            start = time.monotonic()
-            where = run_job(fault, rank, base / f"{fault}-rank{rank}", world=args.world,
-                            step=args.step)
-            cat_ok, rank_ok, top, suspect = judge(where, fault, rank)
-            rows.append((fault, rank, cat_ok, rank_ok, top, suspect, time.monotonic() - start))
-            print(f"{fault:13s} rank {rank}  category {'ok ' if cat_ok else 'NO '} ({top:24s}) "
-                  f"culprit {'ok ' if rank_ok else 'NO '} (suspect {suspect})  "
-                  f"{rows[-1][-1]:.0f} s", flush=True)
-    n = len(rows)
-    cats = sum(r[2] for r in rows)
-    culprits = sum(r[3] for r in rows)
-    print(f"\nruns {n}  category right {cats}/{n} ({cats / n:.0%})  culprit right "
-          f"{culprits}/{n} ({culprits / n:.0%})  wall {time.monotonic() - t0:.0f} s")
-    for pos in sorted({r[1] for r in rows}):
-        mine = [r for r in rows if r[1] == pos]
-        print(f"  rank {pos}: category {sum(r[2] for r in mine)}/{len(mine)}, culprit "
-              f"{sum(r[3] for r in mine)}/{len(mine)}")
-    if not args.keep:
-        print(f"(runs kept in {base} until the machine cleans its temporary files)")
+    for plan, where in todo:
+        start = time.monotonic()
+        if not args.judge:
+            if where.exists():
+                print(f"{plan.slug}: already run, judged as kept")
+            else:
+                run(SHAPES[plan.shape], plan.kind, plan.rank, where, plan.step, STEPS,
+                    plan.node_fault, args.timeout)
+                (where / "plan.json").write_text(json.dumps(plan.__dict__))
+        ran = time.monotonic() - start
+        verdict = judge(where, plan)
+        rows.append((plan, verdict))
+        print(f"{plan.shape:22s} {plan.kind:17s} {plan.slug.split('__')[2]:6s} step {plan.step}  "
+              f"category {'ok' if verdict['category_ok'] else 'NO'} ({verdict['top']})  "
+              f"culprit {'ok' if verdict['culprit_ok'] else 'NO'} (suspect "
+              f"{verdict['suspect']} on {verdict['suspect_host']})  {ran:.0f} s", flush=True)
+    for label, mine in (("development", [r for r in rows if r[0].kind not in sealed_names]),
+                        ("sealed", [r for r in rows if r[0].kind in sealed_names])):
+        if not mine:
+            continue
+        n = len(mine)
+        cats = sum(bool(v["category_ok"]) for _, v in mine)
+        culs = sum(bool(v["culprit_ok"]) for _, v in mine)
+        print(f"\n{label}: runs {n}  category right {cats}/{n} ({cats / n:.0%})  culprit right "
+              f"{culs}/{n} ({culs / n:.0%})")
+        for shape in sorted({p.shape for p, _ in mine}):
+            sub = [v for p, v in mine if p.shape == shape]
+            print(f"  {shape:22s} category {sum(bool(v['category_ok']) for v in sub)}/{len(sub)}"
+                  f"  culprit {sum(bool(v['culprit_ok']) for v in sub)}/{len(sub)}")
+    print(f"wall {time.monotonic() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -100,15 +100,18 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         if f.fields.get("signal") in ("SIGKILL", "Killed process", "Out of memory: Killed")
         or f.fields.get("signo") == 9
     ]
-    # SIGABRT after a timeout is PyTorch tearing the process down, not the cause.
+    # SIGABRT after a timeout is PyTorch tearing the process down, not the cause; after gloo
+    # found a collective of another size ("Received data size doesn't match expected size",
+    # an uncaught gloo::EnforceNotMet: std::terminate) it is that detection.
+    aborts_explained = timeouts or report.has("mismatch")
     fatal = ("SIGSEGV", "Segmentation fault", "SIGILL", "SIGFPE") + (
-        () if timeouts else ("SIGABRT",)
+        () if aborts_explained else ("SIGABRT",)
     )
     segv = [
         f
         for f in sig
         if f.fields.get("signal") in fatal
-        or f.fields.get("signo") in ((11,) if timeouts else (11, 6))
+        or f.fields.get("signo") in ((11,) if aborts_explained else (11, 6))
     ]
     codes = report.facts.get("exit_code", [])
     killed_codes = [f for f in codes if f.fields.get("code") in (-9, 137)]
@@ -148,10 +151,12 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     rs = report.ranks.get(first.rank) if first and first.rank is not None else None
     first_fact = rs.first_error if rs is not None else None
     if first is not None and first_fact is not None and first_fact.kind == "exception":
+        # the others then lost it (a peer closed the connection, a timeout): the cause
+        lost = 0.15 if cr.victims and first.rank not in cr.victims else 0.0
         out.append(
             Signal(
                 "rank_crashed",
-                0.45 + 2 * boost,
+                0.45 + max(2 * boost, lost),
                 f"rank {first.rank} {first.reason}",
                 first.evidence,
             )
@@ -179,6 +184,40 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 [rec.ev],
             )
         )
+    return out
+
+
+def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
+    """A rank with no error of its own that the others lost or waited for. Alive afterwards
+    (it then lost a peer itself) or waited out by the others' timeouts: it was busy elsewhere
+    (a straggler); gone with not a word while the others only lost its connection: it left the
+    job early (exited, even with code 0, or was killed)."""
+    out: list[Signal] = []
+    if cr.other_path:
+        ev = [e.ev for e in report.exceptions if e.ev.rank in cr.other_path][:1]
+        out.append(Signal("collective_mismatch", 0.7, f"rank(s) {cr.other_path[:8]} waited in "
+                          "another collective call than the other ranks: a code path only "
+                          "some ranks take", ev))
+    for r in cr.vanished[:4]:
+        ev = [t.ev for t in report.timeouts[:1]] or [
+            e.ev for e in report.exceptions if e.ev.rank in cr.victims][:1]
+        if r in cr.still_running or cr.peers_timed_out:
+            out.append(Signal("straggler_or_imbalance", 0.6, f"rank {r} did not reach the "
+                              "collective in time while the others waited for it", ev))
+            out.append(Signal("timeout_too_short", 0.35, f"rank {r} may have been busy with "
+                              "a long step of its own", ev))
+        elif report.has("mismatch"):
+            # a size mismatch was detected: the rank that left was aborted by it
+            out.append(Signal("collective_mismatch", 0.6, f"rank {r} left the job while a "
+                              "collective of another size was detected", ev))
+            out.append(Signal("rank_crashed", 0.35, f"rank {r} left the job without an error "
+                              "of its own", ev))
+        else:
+            out.append(Signal("rank_crashed", 0.65, f"rank {r} left the job without an error of "
+                              "its own (it exited early, even cleanly, or was killed): the "
+                              "others lost its connection", ev))
+            out.append(Signal("collective_mismatch", 0.3, f"rank {r} may have taken another "
+                              "code path (fewer steps) and finished early", ev))
     return out
 
 
@@ -288,9 +327,32 @@ def _waited_for(report: LogReport, cr: CrossRank) -> list[int]:
     return cr.lagging or cr.silent_ranks
 
 
+def _teardown_lines(report: LogReport) -> dict[str, int]:
+    """Per file, the line where the launcher began tearing the job down (it stopped workers
+    with SIGTERM, or recorded a worker's failure): what the store and the rendezvous say after
+    it is the job ending, not why it ended."""
+    out: dict[str, int] = {}
+    for kind in ("sigterm_sent", "exit_code"):
+        for f in report.facts.get(kind, []):
+            if kind == "exit_code" and f.fields.get("code") in (None, 0):
+                continue
+            out[f.ev.file] = min(out.get(f.ev.file, f.ev.line), f.ev.line)
+    return out
+
+
+def _before_teardown(facts: list[Fact], ends: dict[str, int]) -> list[Fact]:
+    return [f for f in facts if f.ev.line < ends.get(f.ev.file, 1 << 62)]
+
+
 def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     """The group never formed: rendezvous, store, ports."""
     out = []
+    ends = _teardown_lines(report)
+    if report.has("gloo_iface"):
+        facts = report.facts["gloo_iface"]
+        out.append(Signal("network_interface", 0.85, "gloo found no address for the network "
+                          f"interface {facts[0].fields.get('iface')!r} (GLOO_SOCKET_IFNAME "
+                          "names an interface this host does not have)", _ev(facts)))
     if report.has("clients_joined"):
         f = report.first("clients_joined")
         assert f is not None
@@ -327,7 +389,8 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                           _ev(facts)))
     in_rdzv = [e for e in report.exceptions
                if e.frame and re.search(r"rendezvous|TCPStore|c10d_store|_store_based_barrier",
-                                        e.frame)]
+                                        e.frame)
+               and e.ev.line < ends.get(e.ev.file, 1 << 62)]
     if in_rdzv:
         out.append(Signal("rendezvous_failure", 0.5, f"{in_rdzv[0].type} raised inside the "
                           "rendezvous code", [in_rdzv[0].ev]))
@@ -352,17 +415,18 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 _ev(report.facts["addr_in_use"]),
             )
         )
-    if report.has("rendezvous"):
+    rdzv = _before_teardown(report.facts.get("rendezvous", []), ends)
+    if rdzv:
         out.append(
             Signal(
                 "rendezvous_failure",
                 0.6,
                 "torch.distributed rendezvous error",
-                _ev(report.facts["rendezvous"]),
+                _ev(rdzv),
             )
         )
-    if report.has("conn_error"):
-        facts = report.facts["conn_error"]
+    facts = _before_teardown(report.facts.get("conn_error", []), ends)
+    if facts:
         refused = [
             f
             for f in facts
@@ -656,6 +720,7 @@ def node_facts_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
 
 RULES: tuple[Rule, ...] = (
     crash_rule,
+    vanished_rule,
     mismatch_rule,
     timeout_rule,
     launch_rule,

@@ -26,7 +26,7 @@ from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
 _DIGITS = str.maketrans("0123456789", "0000000000")
 CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
-COUNT_ONLY = frozenset({"transport"})
+COUNT_ONLY = frozenset({"transport", "rank_prefix"})
 
 
 @dataclass
@@ -34,8 +34,24 @@ class _SourceState:
     """Multi-line records in progress within one source."""
 
     name: str
-    #: the rank a whole file belongs to, from its name (torchrun's --log-dir layout)
+    #: what the analysis learned so far across sources: node (host) -> its first global rank
+    bases: dict[str, int] = field(default_factory=dict)
+    #: the rank a whole file belongs to, from its name: a global rank (rank-3.log) or a local
+    #: rank (torchrun's --log-dir layout, attempt_0/<local_rank>/stderr.log)
     rank: int | None = field(init=False)
+    local: int | None = field(init=False)
+    #: the node a whole file belongs to, from its name (gpu-node-02.log, node3/logs/...)
+    host: str | None = field(init=False)
+    #: this node's first global rank (torchrun numbers a node's ranks base + local rank):
+    #: learned from a line that carries both, e.g. `[default1]:[rank3]:`
+    base: int | None = None
+    #: hits whose global rank waits for `base` (their line names a local rank only)
+    waiting: list[Hit] = field(default_factory=list)
+    draining: bool = False
+    #: the line where torchrun began stopping the workers ("Sending process N closing signal
+    #: SIGTERM", or a worker's "failed (exitcode: 1)"), torch/distributed/elastic/
+    #: multiprocessing/api.py
+    teardown_line: int = 1 << 62
     pending_timeout: dict[int | None, tuple[TimeoutRecord, int]] = field(default_factory=dict)
     frames: dict[int | None, str] = field(default_factory=dict)
     in_summary: bool = False
@@ -50,7 +66,39 @@ class _SourceState:
     seen_salient: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.rank = rank_of_file(self.name)
+        self.rank = global_rank_of_file(self.name)
+        self.local = rank_of_file(self.name)
+        self.host = host_of_file(self.name)
+        if self.host is not None:
+            self.base = self.bases.get(self.host)
+
+    def learn_base(self, rank: int, local: int) -> bool:
+        """A line named both ranks: the node's base; True when it is new."""
+        if self.base is not None or rank < local:
+            return False
+        self.base = rank - local
+        if self.host is not None:
+            self.bases.setdefault(self.host, self.base)
+        return True
+
+    def attribute(self, info: LineInfo) -> LineInfo | None:
+        """Who wrote a line, with what the file's name and place tell; None: wait for the
+        node's base rank before deciding (a local rank only, on a node not yet placed)."""
+        if info.host is None or info.host in LOOPBACK_HOSTS:
+            info = replace(info, host=self.host or info.host)
+        if info.rank is not None:
+            return info
+        if self.rank is not None:
+            return replace(info, rank=self.rank)
+        local = info.local_rank if info.local_rank is not None else self.local
+        if local is None:
+            return info
+        if self.base is not None:
+            return replace(info, rank=self.base + local)
+        if not self.draining and len(self.waiting) < MAX_WAITING:
+            return None
+        # never placed: one node (no node in the file's name) numbers its ranks from 0
+        return replace(info, rank=local) if self.host is None else info
 
     def salient_key(self, body: str) -> str:
         masked = body.translate(_DIGITS)
@@ -93,18 +141,23 @@ class Analyzer:
     def analyze(self, sources: Iterable[LogSource], limits: Limits | None = None) -> LogReport:
         limits = limits or Limits()  # one budget for all the sources
         report = LogReport(engine=self.patterns.engine)
+        bases: dict[str, int] = {}
         for source in sources:
             report.sources.append(source.stats)
-            state = _SourceState(source.name)
+            state = _SourceState(source.name, bases)
             count = LineCount()
             for hit in self.patterns.scan(read_chunks(source, limits), count):
                 if isinstance(hit, Tally):
-                    _on_tally(report, state, hit)
+                    if self._extractor_of.get(hit.trigger) == "rank_prefix":
+                        _on_rank_tally(report, hit)
+                    else:
+                        _on_tally(report, state, hit)
                 else:
                     self._on_hit(report, state, source.name, hit)
+            self._replay(report, state, source.name, last=True)
             source.stats.lines = count.lines
             _flush(report, state)
-        _finish(report)
+        _finish(report, bases)
         if report.total_bytes == 0:
             why = "; ".join(f"{s.name}: {p}" for s in report.sources for p in s.problems)
             names = ", ".join(s.name for s in report.sources) or "no input"
@@ -115,11 +168,24 @@ class Analyzer:
             )
         return report
 
+    def _replay(self, report: LogReport, st: _SourceState, name: str, last: bool) -> None:
+        """Handle the hits that waited for the node's base rank (now known, or never)."""
+        waiting, st.waiting = st.waiting, []
+        st.draining = last
+        for hit in waiting:
+            self._on_hit(report, st, name, hit)
+        st.draining = False
+
     def _on_hit(self, report: LogReport, st: _SourceState, name: str, hit: Hit) -> None:
         raw = clean(hit.text)
-        info = parse_line(raw)
-        if info.rank is None and st.rank is not None:
-            info = replace(info, rank=st.rank)
+        parsed = parse_line(raw)
+        local = parsed.local_rank if parsed.local_rank is not None else st.local
+        if parsed.rank is not None and local is not None and st.learn_base(parsed.rank, local):
+            self._replay(report, st, name, last=False)
+        info = st.attribute(parsed)
+        if info is None:
+            st.waiting.append(hit)
+            return
         text = raw if len(raw) <= MAX_TEXT else raw[:MAX_TEXT] + " [...]"
         ev = Evidence(name, hit.line, text, info.rank, info.host, info.ts)
         if info.rank is not None:
@@ -145,7 +211,7 @@ class Analyzer:
                 if key:
                     report.salient.add(key, ev)
             else:
-                self._on_signature(report, tid, ev, info)
+                self._on_signature(report, st, tid, ev, info)
         for kind in sorted(kinds, key=lambda k: _ORDER.get(k, len(_ORDER))):
             ex = BY_KIND[kind]
             fields = ex.parse(info.body)
@@ -155,15 +221,20 @@ class Analyzer:
                 continue
             self._on_fact(report, st, Fact(kind, fields, ev), info)
 
-    def _on_signature(self, report: LogReport, tid: int, ev: Evidence, info: LineInfo) -> None:
+    def _on_signature(self, report: LogReport, st: _SourceState, tid: int, ev: Evidence,
+                      info: LineInfo) -> None:
         card, j = self._signature_of[tid]
         sig = card.signatures[j]
         if not (sig.regex.search(info.body) or sig.regex.search(ev.text)):
             return  # the fast engine and Python's re disagree: trust re
         key = (card.id, sig.name)
+        # after the launcher began stopping the job (in this file), a line is how the job
+        # ended, not why: it counts for less unless it was also seen before
+        weight = sig.weight * LATE_WEIGHT if ev.line > st.teardown_line else sig.weight
         hit = report.signatures.get(key)
         if hit is None:
-            hit = report.signatures[key] = SignatureHit(card.id, sig.name, sig.weight)
+            hit = report.signatures[key] = SignatureHit(card.id, sig.name, weight)
+        hit.weight = max(hit.weight, weight)
         hit.count += 1
         if len(hit.evidence) < 8:
             hit.evidence.append(ev)
@@ -175,6 +246,8 @@ class Analyzer:
         if handler is not None and handler(report, st, fact, rank) is False:
             return
         report.add_fact(fact)
+        if kind == "sigterm_sent" or (kind == "exit_code" and f.get("code") not in (None, 0)):
+            st.teardown_line = min(st.teardown_line, ev.line)
         if kind in CRASH_KINDS and rank is not None:
             if kind == "exception" and is_comm_exception(f.get("type", ""), f.get("message", "")):
                 return
@@ -189,9 +262,42 @@ _TORCHRUN_FILE = re.compile(r"(?:^|[/:])attempt_\d+/(\d+)/(?:stdout|stderr|error
 
 
 def rank_of_file(name: str) -> int | None:
-    """The rank whose output a whole file is, where its name says (torchrun's layout)."""
+    """The local rank whose output a whole file is, where its name says (torchrun's layout:
+    on one node the local rank is the rank)."""
     m = _TORCHRUN_FILE.search(name)
     return int(m.group(1)) if m else None
+
+
+#: one file per rank, named by its global rank as launchers are told to write them (Slurm
+#: `srun --output=rank-%t.log`, `mpirun --output-filename`): rank-3.log, rank_3.out, rank3.txt
+_RANK_FILE = re.compile(r"(?:^|[/:])rank[-_.]?(\d{1,6})\.(?:log|out|err|txt)$", re.IGNORECASE)
+
+
+def global_rank_of_file(name: str) -> int | None:
+    """The global rank whose output a whole file is, where its name says (rank-3.log)."""
+    m = _RANK_FILE.search(name)
+    return int(m.group(1)) if m else None
+
+
+#: Host names that identify no machine: every node calls itself that.
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
+#: a file or folder named after a machine, as per-node logs are: gpu-node-02.log,
+#: node3/logs/..., worker-1.out, dgx-a100-017.txt, ip-10-0-0-12.log
+_HOST_PART = re.compile(r"^([A-Za-z][A-Za-z0-9_-]{0,62}\d)(?:\.(?:log|out|err|txt))?$")
+_HOST_WORD = re.compile(r"(?:^|[-_])(?:node|host|worker|gpu|compute|dgx|hgx|server|machine|ip)"
+                        r"(?:[-_]?\d|[-_][A-Za-z])", re.IGNORECASE)
+MAX_WAITING = 4096
+#: how much a card's signature counts when it fired only after the job was being stopped
+LATE_WEIGHT = 0.4
+
+
+def host_of_file(name: str) -> str | None:
+    """The node a whole file (or the folder it is in) is named after, if it is."""
+    for part in reversed(re.split(r"[/:\\]", name)):
+        m = _HOST_PART.match(part)
+        if m and _HOST_WORD.search(m.group(1)) and "rank" not in part.lower():
+            return m.group(1)
+    return None
 
 
 def _earlier(a: Evidence, b: Evidence) -> bool:
@@ -303,8 +409,15 @@ def _count_transport(report: LogReport, transport: str, n: int) -> None:
         report.transports["NET/IB+GDRDMA" if "GDRDMA" in transport else "NET/IB-noGDR"] += n
 
 
+def _on_rank_tally(report: LogReport, tally: Tally) -> None:
+    """Lines under a launcher's rank prefix, counted by the scanner: those ranks exist."""
+    for value, n in tally.counts.items():
+        if value.isdigit() and int(value) < 65536:
+            report.rank(int(value)).lines += n
+
+
 def _on_tally(report: LogReport, st: _SourceState, tally: Tally) -> None:
-    """NCCL's channel transport lines, counted by the scanner (the only tally trigger)."""
+    """NCCL's channel transport lines, counted by the scanner."""
     for transport, n in tally.counts.items():
         _count_transport(report, transport, n)
     if tally.last_line >= (st.last_channel or (0, ""))[0]:
@@ -380,8 +493,9 @@ def _h_summary(report: LogReport, st: _SourceState, fact: Fact, rank: int | None
     if key == "time":
         cur.time = value
     elif key == "host":
-        cur.host = value
-        report.hosts.add(value)
+        # on a node whose file names it, torchrun's "localhost" means that node
+        cur.host = st.host if value in LOOPBACK_HOSTS and st.host else value
+        report.hosts.add(cur.host)
     elif key == "rank":
         parts = value.replace("(", " ").replace(")", " ").replace(":", " ").split()
         cur.rank = int(parts[0]) if parts and parts[0].isdigit() else None
@@ -390,6 +504,8 @@ def _h_summary(report: LogReport, st: _SourceState, fact: Fact, rank: int | None
             cur.local_rank = int(parts[idx]) if idx < len(parts) and parts[idx].isdigit() else None
         if cur.rank is not None:
             cur.ev = fact.ev
+            if cur.local_rank is not None:
+                st.learn_base(cur.rank, cur.local_rank)  # torchrun: "rank : 3 (local_rank: 1)"
     elif key == "exitcode":
         code = value.split()[0] if value.split() else ""
         cur.exitcode = int(code) if code.lstrip("-").isdigit() else None
@@ -402,7 +518,14 @@ def _h_clients(report: LogReport, st: _SourceState, fact: Fact, rank: int | None
         report.world_size = expected
 
 
+def _h_mismatch(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    """A fingerprint quoted by DETAIL's wrapper when its barrier failed ("Monitored Barrier
+    encountered error running collective: CollectiveFingerPrint(...)") is no mismatch."""
+    return "encountered error running collective" not in fact.ev.text
+
+
 _HANDLERS = {
+    "mismatch": _h_mismatch,
     "watchdog_timeout": _h_watchdog,
     "gloo_timeout": _h_gloo_timeout,
     "work_nccl": _h_work,
@@ -441,7 +564,18 @@ def _flush(report: LogReport, st: _SourceState) -> None:
             rs.host = rs.host or rec.host
 
 
-def _finish(report: LogReport) -> None:
+def _finish(report: LogReport, bases: dict[str, int]) -> None:
+    if len(bases) > 1:
+        # torchrun numbers each node's ranks in one block from its base: a rank without a
+        # line of its own (it left without a word) still belongs to the node whose block holds
+        # it, up to the block of the next node
+        named = {r for f in report.facts.get("barrier_blame", []) for r in f.fields["ranks"]}
+        upper = max([*report.ranks, *named, max(bases.values())])
+        for r in range(upper + 1):
+            below = [(b, h) for h, b in bases.items() if b <= r]
+            if below:
+                rs = report.rank(r)
+                rs.host = rs.host or max(below)[1]
     for rs in report.ranks.values():
         if rs.host:
             report.hosts.add(rs.host)

@@ -50,6 +50,17 @@ class CrossRank:
     #: waiting for, or cut off by, another rank
     victims: list[int] = field(default_factory=list)
     first_failure: Suspect | None = None
+    #: ranks that left the collective without an error of their own while others reported
+    #: losing or waiting for them: named by rank 0's monitored barrier, or silent
+    vanished: list[int] = field(default_factory=list)
+    #: of the other ranks' symptoms, whether any waited out a timeout (the missing rank was
+    #: alive but elsewhere) or only lost the connection (it was gone)
+    peers_timed_out: bool = False
+    #: of the vanished ranks, those alive after the others gave up on them (they lost a peer
+    #: themselves later, or torchrun had to stop them)
+    still_running: list[int] = field(default_factory=list)
+    #: ranks whose timeout came from another call than most ranks' (barrier vs all_reduce)
+    other_path: list[int] = field(default_factory=list)
 
 
 def _ranges(ranks: list[int], limit: int = 12) -> str:
@@ -119,7 +130,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         for fact in report.facts.get("exit_code", []):
             local: int | None = fact.fields.get("local_rank")
             exit_code: int | None = fact.fields.get("code")
-            if local is not None and exit_code not in (None, 0) and local not in by_rank:
+            if local is not None and exit_code not in (None, 0) and local not in by_rank \
+                    and local not in out.victims:
                 why = f"exited with code {exit_code} {EXITED_SILENTLY}"
                 out.first_failure = Suspect(local, None, why, 0.85, [fact.ev])
                 add(local, None, why, 0.85, [fact.ev])
@@ -138,11 +150,73 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             where = fact.fields.get("addr")
             add(r, None, "could not connect to the store" + (f" at {where}" if where else "")
                 + " while the other ranks did", 0.85, [fact.ev])
+    # the same from a node whose lines name local ranks only: the node is the suspect
+    node_unreachable: dict[str, Fact] = {}
+    for kind in ("socket_timeout", "store_connect", "store_resolve"):
+        for fact in report.facts.get(kind, []):
+            if fact.ev.rank is None and fact.ev.host and not unreachable:
+                node_unreachable.setdefault(fact.ev.host, fact)
+    if node_unreachable and len(report.hosts) > len(node_unreachable):
+        for host, fact in sorted(node_unreachable.items()):
+            where = fact.fields.get("addr")
+            add(None, host, "its ranks could not connect to the store"
+                + (f" at {where}" if where else "") + " while the other nodes did", 0.85,
+                [fact.ev])
+
+    # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
+    # dist.monitored_barrier): those few are where to look. When it names every other rank,
+    # rank 0 itself came late (the others gave up on it first).
+    blamed: set[int] = set()
+    for fact in report.facts.get("barrier_blame", []):
+        blamed.update(fact.fields.get("ranks", []))
+    world_now = report.world_size or (max(report.ranks) + 1 if report.ranks else 0)
+    if blamed:
+        fact = report.facts["barrier_blame"][0]
+        if world_now > 2 and len(blamed) >= world_now - 1:
+            add(0, None, "every other rank gave up on it at the monitored barrier: rank 0 came "
+                "late", 0.7, [fact.ev])
+        elif len(blamed) <= max(1, world_now // 4):
+            for r in sorted(blamed):
+                add(r, None, "rank 0 reports that it never reached the monitored barrier "
+                    f"({fact.fields.get('timeout_ms')} ms)", 0.8, [fact.ev])
+
+    # 2e. DETAIL mode compared the ranks' collectives: the fingerprint few ranks ran, where
+    # more ranks agree on another, is the odd one out.
+    ran: dict[int, str] = {}
+    fp_ev: list[Evidence] = []
+    for fact in report.facts.get("fingerprint", []):
+        f = fact.fields
+        ran.setdefault(f["a"], f["fp_a"])
+        ran.setdefault(f["b"], f["fp_b"])
+        fp_ev.append(fact.ev)
+    by_fp: dict[str, list[int]] = defaultdict(list)
+    for r, fp in sorted(ran.items()):
+        by_fp[fp].append(r)
+    if len(by_fp) > 1:
+        ordered = sorted(by_fp.values(), key=len, reverse=True)
+        if len(ordered[0]) > len(ordered[1]):
+            common_fp = next(fp for fp, rs in by_fp.items() if rs is ordered[0])
+            for fp, rs in by_fp.items():
+                if rs is not ordered[0] and len(rs) <= 4:
+                    for r in rs:
+                        add(r, None, f"ran {fp} where {len(ordered[0])} ranks ran {common_fp}",
+                            0.85, fp_ev[:2])
+
+    # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
+    # configuration, not a peer.
+    for fact in report.facts.get("gloo_iface", []):
+        if fact.ev.rank is not None or fact.ev.host:
+            add(fact.ev.rank, fact.ev.host, f"gloo found no address for interface "
+                f"{fact.fields.get('iface')!r} here (GLOO_SOCKET_IFNAME)", 0.9, [fact.ev])
 
     # 3. Ranks that did not report a timeout while most others did.
     world = report.world_size
     if world and len(by_rank) >= max(2, world // 2) and len(by_rank) < world:
-        out.silent_ranks = [r for r in range(world) if r not in by_rank]
+        out.silent_ranks = [r for r in range(world) if r not in by_rank
+                            and r not in out.victims] or (
+            # all but one or two timed out; the rest only lost a peer, after the others gave
+            # up and left: they came late, they were what the others waited for
+            [r for r in range(world) if r not in by_rank] if len(by_rank) >= world - 2 else [])
         if len(out.silent_ranks) <= max(2, world // 8):
             for r in out.silent_ranks:
                 add(
@@ -153,6 +227,42 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     0.7,
                     [],
                 )
+
+    # 3a. The call each rank's timeout or lost peer was raised in (the innermost frame of its
+    # traceback): most in one collective (all_reduce), a few in another (barrier) -> those few
+    # took another code path.
+    in_call: dict[int, str] = {}
+    call_ev: dict[int, Evidence] = {}
+    for e in report.exceptions:
+        erank = e.ev.rank
+        if erank is not None and e.frame and " in " in e.frame and is_comm_exception(e.type,
+                                                                                e.message):
+            in_call.setdefault(erank, e.frame.rsplit(" in ", 1)[1])
+            call_ev.setdefault(erank, e.ev)
+    calls: dict[str, list[int]] = defaultdict(list)
+    for crank, cname in sorted(in_call.items()):
+        calls[cname].append(crank)
+    if len(calls) > 1:
+        ranked = sorted(calls.items(), key=lambda kv: -len(kv[1]))
+        top_call, top_ranks = ranked[0]
+        if len(top_ranks) >= 2 and len(top_ranks) > len(ranked[1][1]):
+            for other_call, rs in ranked[1:]:
+                if len(rs) <= max(1, len(in_call) // 4):
+                    out.other_path = sorted(set(out.other_path) | set(rs))
+                    for crank in rs:
+                        add(crank, None, f"was in {other_call}() when it gave up, while "
+                            f"{len(top_ranks)} rank(s) were in {top_call}(): another code path",
+                            0.8, [call_ev[crank]])
+
+    # 3b. A rank that logged a long step of its own (saving a checkpoint, evaluating) and did
+    # not time out while others did: the others were waiting for it.
+    if by_rank:
+        for fact in report.facts.get("long_step", []):
+            lrank = fact.ev.rank
+            if lrank is not None and lrank not in by_rank:
+                add(lrank, None, f"busy with {fact.fields.get('activity', 'a long step')!r} while "
+                    f"{len(by_rank)} rank(s) timed out waiting", 0.8, [fact.ev])
+                break
 
     # 4. Lagging sequence numbers and 5. mismatched collectives at one SeqNum.
     seqs = {r: t.seq for r, t in by_rank.items() if t.seq is not None}
@@ -207,8 +317,30 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                         [by_rank[r].ev],
                     )
 
+    # 6. A rank with no error of its own while the others lost it or waited for it: it left
+    # (exited, even cleanly, or was killed without a word) or it was busy elsewhere. torchrun's
+    # SIGTERMs come after, and the rank torchrun saw fail first is one that lost it.
+    out.peers_timed_out = bool(by_rank)
+    named = sorted(blamed) if blamed and len(blamed) <= max(1, world_now // 4) else []
+    if not named and out.victims and world_now > len(out.victims):
+        known = set(out.victims) | set(out.crashed_ranks) | set(by_rank) | set(unreachable)
+        quiet = [r for r in range(world_now) if r not in known]
+        if 0 < len(quiet) <= max(1, world_now // 4):
+            named = quiet
+            for r in quiet:
+                add(r, None, "reported no error while "
+                    f"{len(out.victims)} rank(s) lost or waited for a peer: it left the job or "
+                    "was busy elsewhere", 0.75, [])
+    out.vanished = [r for r in named if r not in out.crashed_ranks]
+    out.still_running = [r for r in out.vanished if r in out.victims or _stopped(report, r)]
+
     out.suspects = sorted(suspects.values(), key=lambda s: -s.weight)[:16]
     return out
+
+
+def _stopped(report: LogReport, rank: int) -> bool:
+    """torchrun stopped this rank (SIGTERM after another failed): a bystander, not silent."""
+    return any(rec.rank == rank and rec.exitcode == -15 for rec in report.failures)
 
 
 def victim_ranks(report: LogReport, timed_out: dict[int, TimeoutRecord]) -> list[int]:

@@ -43,6 +43,14 @@ def _int(s: str | None) -> int | None:
     return int(s) if s is not None and s.lstrip("-").isdigit() else None
 
 
+def _fp(text: str) -> str:
+    """A collective's fingerprint without its sequence number and device options: the op,
+    shapes and dtypes (what ranks must agree on)."""
+    keep = [p for p in re.split(r", (?=[A-Z]\w*=)", text)
+            if p.startswith(("OpType=", "TensorShape=", "TensorDtypes="))]
+    return ", ".join(keep) or text[:120]
+
+
 def _groups(*names: str, ints: tuple[str, ...] = ()) -> Callable[[re.Match[str]], Fields]:
     def convert(m: re.Match[str]) -> Fields:
         out: Fields = {}
@@ -241,6 +249,9 @@ EXTRACTORS: tuple[Extractor, ...] = (
       trigger=r"Bootstrap ?: Using "),
     E("using_network", r"Using network (\w+)", _groups("network"), trigger=r"Using network "),
     E("transport", r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+)", _groups("transport")),
+    # every line a rank wrote under a launcher's rank prefix (`srun -l`'s "3: "; torchrun's
+    # "[rank3]:"), only counted: a rank that wrote nothing else still exists
+    E("rank_prefix", r"^(?:\[rank)?(\d{1,6})(?:\]:|: )\S", _groups("rank", ints=("rank",))),
     E(
         "comm_init",
         r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId (\w+)",
@@ -341,6 +352,41 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"mpirun noticed that process rank \d+ .* exited on signal)",
         _groups("message"),
     ),
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL (and dist.monitored_barrier) on gloo: rank 0 names the ranks
+    # that never reached the barrier. torch/csrc/distributed/c10d/ProcessGroupGloo.cpp,
+    # monitoredBarrier: `"[Rank 0]: Rank ", work.first, " failed to pass monitoredBarrier in ",
+    # monitoredBarrierTimeout.count(), " ms"` and, collecting all, `"Ranks ", ranksStr,
+    # " failed to pass monitoredBarrier in ", ...` (torch 2.13 prints "[Rank 0]: Ranks 1 failed
+    # to pass monitoredBarrier in 5000 ms"). The other side, `"Rank ", rank, " successfully
+    # reached monitoredBarrier, but received errors while waiting for send/recv from rank 0.
+    # Please check rank 0 logs for faulty rank."`, only says that rank 0 went away.
+    E(
+        "barrier_blame",
+        r"Ranks? ((?:\d+, )*\d+) failed to pass monitoredBarrier in (\d+) ms",
+        lambda m: {"ranks": [int(x) for x in m.group(1).split(", ")],
+                   "timeout_ms": int(m.group(2))},
+    ),
+    # gloo cannot use the interface it was told to (GLOO_SOCKET_IFNAME), or the address its
+    # host name resolves to: third_party/gloo/gloo/transport/tcp/device.cc,
+    # `GLOO_ENFORCE(ifa != nullptr, "Unable to find address for: ", attr.iface)` and
+    # `"Unable to find address for ", attr.hostname, "; bind(2) for ", bind_addr, " failed..."`
+    E(
+        "gloo_iface",
+        r"Unable to find (?:address|interface) for:? (\S+?)(?:;|$|\s)",
+        _groups("iface"),
+    ),
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp,
+    # `ss << "Detected mismatch between collectives on ranks. Rank " << backend->getRank()
+    # << " is running collective: " << *this << ", but Rank " << rank << " is running
+    # collective: " << rank_fingerprint << ".";` Each such line tells two ranks' collectives.
+    E(
+        "fingerprint",
+        r"Rank (\d+) is running collective: CollectiveFingerPrint\((.*?)\), but Rank (\d+) is "
+        r"running collective: CollectiveFingerPrint\((.*?)\)(?:\.|$|, )",
+        lambda m: {"a": int(m.group(1)), "fp_a": _fp(m.group(2)), "b": int(m.group(3)),
+                   "fp_b": _fp(m.group(4))},
+        trigger=r"is running collective: CollectiveFingerPrint\(",
+    ),
     E("launch_hosts", r"Running on the following workers: (\S+)", _groups("hosts")),
     E(
         "store_connect",
@@ -364,9 +410,12 @@ EXTRACTORS: tuple[Extractor, ...] = (
     E("addr_in_use", r"(Address already in use|EADDRINUSE)", _groups("message")),
     E(
         "rendezvous",
-        r"(Rendezvous\w*Error|RendezvousTimeoutError|DistNetworkError|DistStoreError|"
+        # not a C++ stack frame ("frame #2: c10::DistNetworkError::DistNetworkError(...)")
+        r"^(?!frame #\d)(?:.*?)(Rendezvous\w*Error|DistNetworkError|DistStoreError|"
         r"rendezvous .* (?:timed out|failed)|Timed out waiting for .* rendezvous)",
         _groups("message"),
+        trigger=r"Rendezvous\w*Error|DistNetworkError|DistStoreError|rendezvous .* (?:timed out|"
+        r"failed)|Timed out waiting for .* rendezvous",
     ),
     E(
         "ib_completion",
@@ -455,6 +504,17 @@ COMM_EXCEPTIONS = frozenset(
 )
 
 
+#: gloo's words for a peer that went away (third_party/gloo/gloo/transport/tcp/pair.cc:
+#: `"Connection closed by peer ", peerDescription(), ". This is typically caused by a remote
+#: worker crashing."`, `"Read error ", peerDescription(), ": ", strerror(errno)`,
+#: `"Socket closed ", peerDescription()`; unbound_buffer.cc: "Timed out waiting ...ms for recv
+#: operation to complete"). Other gloo failures (an enforce on this rank's own interface or
+#: data) are not a lost peer.
+GLOO_PEER_LOST = ("connection closed by peer", "read error [", "socket closed [",
+                  "timed out waiting", "connection reset by peer", "connection refused",
+                  "broken pipe")
+
+
 def is_comm_exception(etype: str, message: str) -> bool:
     """Whether an exception reports a communication failure (a timeout, a lost peer, the
     store) rather than causing one."""
@@ -463,6 +523,12 @@ def is_comm_exception(etype: str, message: str) -> bool:
         return True
     lowered = message.lower()
     return short == "RuntimeError" and (
-        "nccl" in lowered or "timed out" in lowered or "watchdog" in lowered or "gloo" in lowered
+        "nccl" in lowered or "timed out" in lowered or "watchdog" in lowered
+        or any(p in lowered for p in GLOO_PEER_LOST)
         or "disagreement" in lowered or "mismatch between collectives" in lowered
+        or "monitoredbarrier" in lowered  # a rank that saw another fail (ProcessGroupGloo.cpp)
+        # DETAIL's wrapper could not even run its barrier: "ProcessGroupWrapper: Monitored
+        # Barrier encountered error running collective: CollectiveFingerPrint(...). Error: "
+        # followed by the peer's loss (torch 2.13, ProcessGroupWrapper.cpp)
+        or "monitored barrier encountered error" in lowered
     )

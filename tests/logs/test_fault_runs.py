@@ -49,3 +49,94 @@ def test_the_rank_that_could_not_reach_the_store_is_the_culprit() -> None:
     assert d.root_causes[0].category == "rendezvous_failure"
     assert d.suspects[0].rank == 1
     assert "could not connect to the store at 10.255.255.1" in d.suspects[0].reason
+
+
+# --- issue 27: other launch shapes, recorded by benchmarks/faults (README.md there) -------------
+
+
+def _diagnose(name: str) -> tuple[object, object]:
+    return analyze_sources(expand_inputs([str(RUNS / name)]))
+
+
+def test_a_rank_on_the_second_node_that_exits_cleanly_early_is_the_cause() -> None:
+    # two torchrun agents (one log per node); rank 3 (node 2, local rank 1) returns with exit
+    # code 0 at its first step; torchrun's first observed failure is rank 0 on node 1, which
+    # only lost it at the monitored barrier
+    report, d = analyze_sources(expand_inputs([str(RUNS / "2node-exit0_early-rank3")]))
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (3, "gpu-node-02")
+    assert "monitored barrier" in d.suspects[0].reason
+    first = next(s for s in d.suspects if "first observed failure" in s.reason)
+    assert (first.rank, first.host) == (0, "gpu-node-01") and "waiting for" in first.reason
+    assert {"gpu-node-01", "gpu-node-02"} <= report.hosts and "localhost" not in report.hosts
+
+
+def test_a_local_rank_file_on_the_third_node_is_placed_by_its_node() -> None:
+    # --log-dir per node: gpu-node-03/logs/.../attempt_0/0/stderr.log is local rank 0 there,
+    # global rank 2 (torchrun's summary on that node says "rank : 2 (local_rank: 0)")
+    _, d = _diagnose("3node-logdir-value_error-rank2")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-03")
+
+
+def test_the_rank_saving_a_checkpoint_is_the_one_the_seven_others_waited_for() -> None:
+    _, d = _diagnose("torchrun8-slow_ckpt-rank4")
+    assert d.root_causes[0].category in ("timeout_too_short", "straggler_or_imbalance")
+    assert d.suspects[0].rank == 4
+    assert "Saving" in d.suspects[0].reason or "timed out" in d.suspects[0].reason
+
+
+def test_rank_0s_monitored_barrier_names_the_slow_rank_and_torchrun_stopped_it() -> None:
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL, 2 ranks: rank 1's data loader stalls; rank 0 says
+    # "Ranks 1 failed to pass monitoredBarrier"; torchrun then SIGTERMs rank 1 (still alive)
+    _, d = _diagnose("torchrun2-detail-slow_loader-rank1")
+    assert d.root_causes[0].category in ("straggler_or_imbalance", "timeout_too_short")
+    assert d.suspects[0].rank == 1
+    assert d.crossrank.still_running == [1]
+
+
+def test_a_node_whose_ranks_cannot_reach_the_store_is_the_suspect() -> None:
+    # every rank of node 2 was given another MASTER_PORT; its lines name local ranks only
+    _, d = _diagnose("2node-wrong_port-node2")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].host == "gpu-node-02"
+    assert "could not connect to the store" in d.suspects[0].reason
+
+
+def test_srun_prefixes_place_the_rank_that_left_cleanly_among_four() -> None:
+    # four processes started by hand with env:// (as srun does), one file interleaved with
+    # `srun -l` prefixes; rank 2 exits with code 0 at its first step: it writes no error, the
+    # others lose it (closed connections) or time out
+    _, d = _diagnose("slurm4-exit0_early-rank2")
+    assert d.suspects[0].rank == 2
+    assert "reported no error" in d.suspects[0].reason
+    assert d.crossrank.vanished == [2]
+    assert d.root_causes[0].category in ("rank_crashed", "straggler_or_imbalance",
+                                         "collective_mismatch")
+
+
+def test_the_rank_that_timed_out_in_a_barrier_took_another_code_path() -> None:
+    # rank 0 calls barrier() inside its own branch while the others all_reduce: every rank
+    # times out, rank 0's traceback ends in barrier, the others' in all_reduce
+    _, d = _diagnose("slurm4-barrier_branch-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert d.suspects[0].rank == 0 and d.crossrank.other_path == [0]
+    assert "barrier()" in d.suspects[0].reason
+
+
+def test_one_file_per_rank_names_the_rank_and_the_barrier_names_the_sleeper() -> None:
+    # rank-0.log ... rank-2.log, DETAIL: rank 1 sleeps; rank 0's monitored barrier names it;
+    # rank 1 wakes to a closed connection ("Monitored Barrier encountered error"), a symptom
+    report, d = _diagnose("slurm3-files-detail-sleep-rank1")
+    assert sorted(report.ranks) == [0, 1, 2]
+    assert d.root_causes[0].category in ("straggler_or_imbalance", "timeout_too_short")
+    assert d.suspects[0].rank == 1 and 1 in d.crossrank.victims
+    assert d.crossrank.crashed_ranks == []
+
+
+def test_accelerate_launch_with_an_extra_collective_on_rank_0() -> None:
+    # accelerate launch (torchrun underneath, no prefixes on the ranks' own prints); rank 0's
+    # extra all_reduce makes gloo abort it ("Received data size doesn't match expected size")
+    _, d = _diagnose("accelerate2-extra_collective-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert d.suspects[0].rank == 0

@@ -1,0 +1,73 @@
+"""The fault kinds of the scorecard: what each does (in job.py) and the categories a right
+answer may name. Development kinds were written next to the rules; the sealed kinds
+(SEALED.md) were written before the rules and are scored apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CRASH = frozenset({"rank_crashed"})
+SLOW = frozenset({"straggler_or_imbalance", "timeout_too_short"})
+PATH = frozenset({"collective_mismatch", "straggler_or_imbalance"})
+RDZV = frozenset({"rendezvous_failure"})
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    right: frozenset[str]
+    doc: str
+    #: the fault stops the group from forming: it is injected at start-up, not at a step
+    at_start: bool = False
+
+
+DEV: tuple[Kind, ...] = (
+    # deaths
+    Kind("exception", CRASH, "RuntimeError raised in the training loop"),
+    Kind("value_error", CRASH, "ValueError from a bad label in one rank's batch"),
+    Kind("sigkill", CRASH, "the rank is SIGKILLed (as the host OOM killer does)"),
+    Kind("sigsegv", CRASH, "the rank dies of SIGSEGV (a crash in native code)"),
+    Kind("exit1", CRASH, "os._exit(1): the rank dies without a traceback"),
+    Kind("exit0_early", CRASH | PATH,
+         "the rank leaves the loop and exits cleanly (code 0) while the others wait"),
+    # memory
+    Kind("memory_error", CRASH, "Python MemoryError (a huge host allocation)"),
+    Kind("rlimit_as", CRASH, "a tensor allocation fails under RLIMIT_AS (DefaultCPUAllocator)"),
+    # different code paths
+    Kind("skip", PATH, "the rank skips one all_reduce"),
+    Kind("extra_collective", PATH, "the rank issues one all_reduce the others do not"),
+    Kind("barrier_branch", PATH, "a barrier inside an `if rank == ...:` branch"),
+    # data that differs per rank
+    Kind("mismatch", PATH, "the rank all_reduces a tensor of another shape"),
+    Kind("dtype", PATH, "the rank all_reduces a float64 tensor where the others use float32"),
+    Kind("fewer_batches", PATH,
+         "the rank's data split is shorter: it reaches the end-of-epoch collective early"),
+    # environment that differs per rank or node
+    Kind("nojoin", RDZV | CRASH, "the worker exits (code 3) before joining the group",
+         at_start=True),
+    Kind("wrong_master", RDZV | frozenset({"network_interface"}),
+         "MASTER_ADDR points at an address nobody listens on", at_start=True),
+    Kind("wrong_port", RDZV, "MASTER_PORT differs on the rank: nobody listens there",
+         at_start=True),
+    Kind("wrong_world", RDZV, "WORLD_SIZE is one larger on the rank", at_start=True),
+    Kind("bad_ifname", RDZV | frozenset({"network_interface"}),
+         "GLOO_SOCKET_IFNAME names an interface the host does not have", at_start=True),
+    # legitimate slowness against the configured timeout
+    Kind("sleep", SLOW, "the rank stalls for three timeouts before an all_reduce"),
+    Kind("slow_ckpt", SLOW, "the rank saves a checkpoint that takes three timeouts"),
+    Kind("slow_loader", SLOW, "the rank's data loader takes 2.5 timeouts for one batch"),
+)
+
+#: written down (SEALED.md) before the rules; implemented and run once at the end
+SEALED: tuple[Kind, ...] = (
+    Kind("abort", CRASH, "os.abort() (SIGABRT) mid-run"),
+    Kind("assert_batch", CRASH, "an assert on the batch shape fails (AssertionError)"),
+    Kind("nan_loss", CRASH, "a loss check raises FloatingPointError"),
+    Kind("sys_exit2", CRASH, "sys.exit(2) mid-run, no traceback"),
+    Kind("bcast_src", PATH, "the rank broadcasts from another src than the others"),
+    Kind("deadlock", SLOW, "the rank blocks forever on a lock it holds"),
+    Kind("missing_shard", CRASH, "FileNotFoundError opening the rank's data shard"),
+    Kind("gather_vs_reduce", PATH, "all_gather where the others all_reduce"),
+)
+
+BY_NAME = {k.name: k for k in (*DEV, *SEALED)}
