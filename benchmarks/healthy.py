@@ -22,6 +22,18 @@ log in sorted order, counting from 0, is held out: index % 3 == 2 (9 of the 29 l
 2026-11-29). Those are not looked at while fixing; by default they are reported as totals
 only, separately from the development logs (`--show-held-out` prints them per log too).
 
+Measured 2026-11-29 (analyze | ask "is anything wrong here?"; no_evidence/unknown/diagnosed,
+false likely):
+  before (8ec2b9f)  dev 20: 11/3/6, 1 | 11/4/5, 1     held out 9: 4/3/2, 1 | 4/1/4, 1
+  after             dev 20: 15/5/0, 0 | 15/0/5, 0     held out 9: 6/3/0, 0 | 6/0/3, 0
+The held-out figures were taken once, after the fixes made on the development logs (one
+general fix followed, a shell's `set -x` trace and a config printed one key a line count as
+settings; it left the held-out totals as they were). What is left is the engine's verdict
+rule: it counts the hang rule's inference from silence (`Signal.from_silence`) as failure
+evidence; with that one line changed (tried outside the repo): analyze dev 20/0/0, held out
+8/1/0; ask dev 20/0/0, held out 8/0/1 (the one: a vLLM warning the job survived; weak in
+analyze, "possible" from the question with ask).
+
     python benchmarks/healthy.py                 # analyze; dev per log + held-out totals
     python benchmarks/healthy.py --ask           # also `ask "is anything wrong here?"`
 """

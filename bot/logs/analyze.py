@@ -17,7 +17,6 @@ from bot.logs.extract import (
     is_comm_exception,
 )
 from bot.logs.model import (
-    INFO_KINDS,
     Evidence,
     ExceptionRecord,
     Fact,
@@ -34,6 +33,8 @@ from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 _DIGITS = str.maketrans("0123456789", "0000000000")
 CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
 COUNT_ONLY = frozenset({"transport"})
+#: Kinds whose words a settings printout also names (signals to handle, exit codes).
+SETTINGS_KINDS = frozenset({"signal", "exit_code", "sigterm_sent"})
 
 
 @dataclass
@@ -153,10 +154,10 @@ class Analyzer:
                     report.salient.add(key, ev)
             else:
                 self._on_signature(report, tid, ev, info)
-        if kinds and SETTINGS_LINE.search(info.body):
-            # a signal or a failure word named in a settings printout (torchrun's
+        if SETTINGS_KINDS.intersection(kinds) and SETTINGS_LINE.search(info.body):
+            # a signal or exit code named in a settings printout (torchrun's
             # "signals_to_handle : SIGTERM,SIGINT,...") is a setting, not an event
-            kinds = [k for k in kinds if k in INFO_KINDS]
+            kinds = [k for k in kinds if k not in SETTINGS_KINDS]
         for kind in sorted(kinds, key=lambda k: _ORDER.get(k, len(_ORDER))):
             ex = BY_KIND[kind]
             fields = ex.parse(info.body)

@@ -62,7 +62,11 @@ ERRORISH = re.compile(
 #: Matched on the message or its normalised form (lower case, spaces collapsed).
 #: (A snake_case name, then a space before the colon: "init.cu : ... failed" from NVSHMEM and
 #: "RuntimeError: ..." are not settings.)
-SETTINGS_LINE = re.compile(r"^\s*(?:[a-z]+(?:_[a-z]+)+\s+:\s|\{\s*['\"][\w.-]+['\"]\s*:)")
+#: A shell's trace of the command it runs (`set -x`: "+ python3 -m verl.trainer.main_ppo ...
+#: data.truncation=error") and a config dict printed one key a line ("'truncation': 'error',")
+#: are settings too.
+SETTINGS_LINE = re.compile(r"^\s*(?:[a-z]+(?:_[a-z]+)+\s+:\s|\{?\s*['\"][\w.-]+['\"]\s*:|"
+                           r"\+{1,3} \S)")
 
 #: Lines with a failure word that healthy runs print: NCCL's warnings that an optional
 #: component is absent (`BENIGN_NCCL_WARN`), and c10d's TCPStore (libuv) shutdown note, at
@@ -75,11 +79,16 @@ NOT_FAILURE = re.compile(BENIGN_NCCL_WARN.pattern + r"|uv_loop_close failed|"
                          r"algbw\s+busbw\s+(?:error|#wrong)", re.IGNORECASE)
 
 
+#: NCCL's warnings report a failure even without an error word ("NCCL WARN Message
+#: truncated : received 256 bytes instead of 4").
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b", re.IGNORECASE)
+
+
 def reports_failure(line: str) -> bool:
     """Whether a salient line (raw message or normalised) reports a failure: an error-ish
     word outside a settings printout and outside the warnings healthy runs print."""
-    return (bool(ERRORISH.search(line)) and not SETTINGS_LINE.search(line)
-            and not NOT_FAILURE.search(line))
+    return (bool(ERRORISH.search(line) or _NCCL_WARN.search(line))
+            and not SETTINGS_LINE.search(line) and not NOT_FAILURE.search(line))
 
 
 #: At most this many distinct salient lines from the start and from the end of a log.
