@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot.knowledge.cards import Card
 from bot.knowledge.incidents import Incident
-from bot.logs.salient import normalise, salient_lines
+from bot.logs.salient import normalise, reports_failure, salient_lines
 
 if TYPE_CHECKING:
     from bot.memory.model import LocalIncident
@@ -36,6 +36,11 @@ _STOP = frozenset((
     "these", "those", "its", "into", "we", "you", "your", "i", "me", "my", "our",
 ))
 
+
+
+def shows_failure(lines: Sequence[str]) -> bool:
+    """Whether any of a log's salient lines reports a failure (the gate of the channel)."""
+    return any(reports_failure(line) for line in lines)
 
 
 def terms(lines: Sequence[str], bigrams: bool = True) -> Counter[str]:
@@ -140,7 +145,11 @@ class IncidentIndex:
 
     def nearest(self, lines: Sequence[str], k: int = 5,
                 exclude: Callable[[Incident], bool] | None = None) -> list[Neighbour]:
-        """The k closest documents; `exclude` rules out incidents (never cards)."""
+        """The k closest documents; `exclude` rules out incidents (never cards). None when no
+        line reports a failure: set-up lines alone (which transport, which interface) are
+        what every healthy run prints too, so they cannot say which failure this is."""
+        if not shows_failure(lines):
+            return []
         sims = self.similarities(lines)
         order = sorted(range(len(sims)), key=lambda i: -sims[i])
         out: list[Neighbour] = []
@@ -268,6 +277,8 @@ class LocalIndex:
                 self.dead.add(i)
 
     def nearest(self, lines: Sequence[str], k: int = 5) -> list[Neighbour]:
+        if not shows_failure(lines):
+            return []
         query = self._vector(terms(lines, self.bigrams))
         sims: dict[int, float] = defaultdict(float)
         for t, w in query.items():

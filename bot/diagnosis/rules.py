@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.logs.crossrank import EXITED_SILENTLY, CrossRank
 from bot.logs.extract import is_comm_exception
@@ -24,6 +24,9 @@ class Signal:
     strength: float
     reason: str
     evidence: list[Evidence] = field(default_factory=list)
+    #: inferred from what the log does not show (no progress after set-up), which a healthy
+    #: excerpt shows just the same: a candidate, not evidence that the job failed
+    from_silence: bool = False
 
 
 Rule = Callable[[LogReport, CrossRank], list[Signal]]
@@ -591,8 +594,18 @@ def hardware_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     return out
 
 
+#: The scale of the hang rule's strengths: its strongest (0.45) lands just below the
+#: diagnosed line (0.3); the ratios between its causes stay those of the fitted rule.
+SILENT = 0.29 / 0.45
+
+
 def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
-    """NCCL started but the log shows no progress and no error: a hang in the transport."""
+    """NCCL started but the log shows no progress and no error: a hang in the transport.
+
+    Inferred from silence, which an excerpt of a healthy run (NCCL's INFO lines up to
+    "Connected all rings") shows just the same: every strength stays below the diagnosed
+    line (`SILENT`), so alone it is a weak candidate, never a diagnosis, and its signals are
+    marked `from_silence` (no evidence that the job failed)."""
     failure_kinds = (
         "watchdog_timeout",
         "nccl_error",
@@ -621,6 +634,11 @@ def hang_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         return []  # the job went on printing after NCCL started: no sign of a hang
     ev = _ev(report.facts.get("net_socket") or report.facts.get("nccl_version")
              or report.facts.get("nccl_tests_row") or report.facts.get("nccl_tests"))
+    return [replace(s, strength=SILENT * s.strength, from_silence=True)
+            for s in _hang_signals(report, ev)]
+
+
+def _hang_signals(report: LogReport, ev: list[Evidence]) -> list[Signal]:
     if len(report.hosts) <= 1:
         if report.has("nvls"):  # NVLink SHARP: the NVSwitch fabric is in the path
             return [Signal("nvswitch_fabric", 0.45, "NCCL set up NVLS (NVSwitch multicast) on "

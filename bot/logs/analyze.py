@@ -9,7 +9,13 @@ from pathlib import Path
 
 from bot.errors import InputError
 from bot.knowledge.cards import Card
-from bot.logs.extract import BY_KIND, EXTRACTORS, NCCL_CODE_OF_TEXT, is_comm_exception
+from bot.logs.extract import (
+    BENIGN_NCCL_WARN,
+    BY_KIND,
+    EXTRACTORS,
+    NCCL_CODE_OF_TEXT,
+    is_comm_exception,
+)
 from bot.logs.model import (
     Evidence,
     ExceptionRecord,
@@ -20,13 +26,15 @@ from bot.logs.model import (
     TimeoutRecord,
 )
 from bot.logs.prefixes import LineInfo, clean, parse_line
-from bot.logs.salient import SALIENT_PATTERN, body_key
+from bot.logs.salient import SALIENT_PATTERN, SETTINGS_LINE, body_key
 from bot.logs.scanner import MAX_TEXT, Hit, LineCount, PatternSet, Tally, Trigger
 from bot.logs.sources import ATTACH_HINT, Limits, LogSource, read_chunks
 
 _DIGITS = str.maketrans("0123456789", "0000000000")
 CRASH_KINDS = frozenset({"oom", "cuda_error", "signal", "exception"})
 COUNT_ONLY = frozenset({"transport", "rank_prefix"})
+#: Kinds whose words a settings printout also names (signals to handle, exit codes).
+SETTINGS_KINDS = frozenset({"signal", "exit_code", "sigterm_sent"})
 
 
 @dataclass
@@ -212,6 +220,10 @@ class Analyzer:
                     report.salient.add(key, ev)
             else:
                 self._on_signature(report, st, tid, ev, info)
+        if SETTINGS_KINDS.intersection(kinds) and SETTINGS_LINE.search(info.body):
+            # a signal or exit code named in a settings printout (torchrun's
+            # "signals_to_handle : SIGTERM,SIGINT,...") is a setting, not an event
+            kinds = [k for k in kinds if k not in SETTINGS_KINDS]
         for kind in sorted(kinds, key=lambda k: _ORDER.get(k, len(_ORDER))):
             ex = BY_KIND[kind]
             fields = ex.parse(info.body)
@@ -378,6 +390,11 @@ def _h_nccl_error(report: LogReport, st: _SourceState, fact: Fact, rank: int | N
         report.version_values.setdefault("nccl", set()).add(fact.fields["nccl_version"])
 
 
+def _h_nccl_warn(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
+    """A warning that an optional component is absent (NCCL falls back) is no failure."""
+    return not BENIGN_NCCL_WARN.search(str(fact.fields.get("message", "")))
+
+
 def _h_last_error(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
     st.last_error_line = fact.ev.line
     if st.last_nccl is not None and fact.fields.get("reason"):
@@ -533,6 +550,7 @@ _HANDLERS = {
     "work_progress": _h_progress,
     "nccl_error": _h_nccl_error,
     "last_error": _h_last_error,
+    "nccl_warn": _h_nccl_warn,
     "nccl_version": _h_version("nccl", "nccl"),
     "torch_version": _h_version("torch", "torch"),
     "driver_version": _h_version("driver", "driver"),

@@ -74,6 +74,14 @@ NCCL_CODE_OF_TEXT = {
     "remote process exited or there was a network error": "ncclRemoteError",
 }
 
+#: NCCL warnings that only say an optional component is absent, and NCCL falls back (a job
+#: that runs over sockets prints them and works): `WARN("Failed to open libibverbs.so[.1]");`
+#: (NVIDIA/nccl v2.9.6-1 src/misc/ibvwrap.cc:63), `INFO(NCCL_INIT | NCCL_NET, "NET/IB : No
+#: device found.");` (master 5067397c src/transport/net_ib/init.cc:470), the net plugin
+#: (`libnccl-net.so`, src/plugin/net.cc:256). They are not failure evidence.
+BENIGN_NCCL_WARN = re.compile(r"libibverbs|libnccl-net|[Pp]lugin|NET/IB : No device found|"
+                              r"libmlx5|Could not find real path|NCCL_IB_DISABLE")
+
 E = Extractor
 EXTRACTORS: tuple[Extractor, ...] = (
     # --- ProcessGroupNCCL watchdog, heartbeat, desync ---------------------------------
@@ -137,7 +145,14 @@ EXTRACTORS: tuple[Extractor, ...] = (
     ),
     E(
         "mismatch",
-        r"(Detected mismatch between collectives on ranks|CollectiveFingerPrint\(|"
+        # TORCH_DISTRIBUTED_DEBUG=DETAIL prints a fingerprint before every collective of a
+        # healthy run, `LOG(INFO) << "[Rank " << getRank() << "] " << "Running collective: "
+        # << finger_print;`, and only the failed check names a mismatch: `"Detected mismatch
+        # between collectives on ranks. Rank " << ... << " is running collective: " << *this`
+        # (pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp at 017943b7).
+        # So a fingerprint counts only after "is running collective:", never after "] Running".
+        r"(Detected mismatch between collectives on ranks|"
+        r"is running collective: CollectiveFingerPrint\(|"
         r"collectives mismatch|Mismatch between collective|"
         r"Detected a disagreement on list length between rank|"
         # gloo in torch 2.13 (tcp/pair.cc): "Received data size doesn't match expected size.

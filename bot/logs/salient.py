@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from bot.logs.extract import BENIGN_NCCL_WARN
 from bot.logs.prefixes import clean, parse_line
 
 #: A line worth comparing: the same expression feeds the analyzer's scanner (Hyperscan) and
@@ -51,6 +52,44 @@ ERRORISH = re.compile(
     r"bus error|not supported|exhausted|deadlock|desync",
     re.IGNORECASE,
 )
+
+#: Lines that print settings, not events: a failure word in them is a setting's name or value
+#: ("rdzv_configs : {'timeout': 900}", "'truncation': 'error'", "signals_to_handle :
+#: SIGTERM,SIGINT"). torchrun's launch-config table, one "name : value" per line:
+#: `"  rdzv_configs             : %(rdzv_configs)s\n"`, `"  signals_to_handle        :
+#: %(signals_to_handle)s\n"` (torch 2.13.0 torch/distributed/launcher/api.py:263,270); a
+#: Python dict repr of a config (verl, Hydra/OmegaConf printouts begin "{'data': {...").
+#: Matched on the message or its normalised form (lower case, spaces collapsed).
+#: (A snake_case name, then a space before the colon: "init.cu : ... failed" from NVSHMEM and
+#: "RuntimeError: ..." are not settings.)
+#: A shell's trace of the command it runs (`set -x`: "+ python3 -m verl.trainer.main_ppo ...
+#: data.truncation=error") and a config dict printed one key a line ("'truncation': 'error',")
+#: are settings too.
+SETTINGS_LINE = re.compile(r"^\s*(?:[a-z]+(?:_[a-z]+)+\s+:\s|\{?\s*['\"][\w.-]+['\"]\s*:|"
+                           r"\+{1,3} \S)")
+
+#: Lines with a failure word that healthy runs print: NCCL's warnings that an optional
+#: component is absent (`BENIGN_NCCL_WARN`), and c10d's TCPStore (libuv) shutdown note, at
+#: INFO level on every clean exit: "[I1129 07:09:47.982820586 TCPStoreLibUvBackend.cpp:1354]
+#: [c10d] uv_loop_close failed with:-16 errn:EBUSY desc:resource busy or locked" (torch
+#: 2.13.0, knowledge/healthy/local-torchrun-gloo-2ranks-debug-detail.log).
+#: nccl-tests' table heading names a column "error" (`"time", "algbw", "busbw", "error"`,
+#: NVIDIA/nccl-tests v2.10.0 src/all_reduce.cu:13; "#wrong" in later releases).
+NOT_FAILURE = re.compile(BENIGN_NCCL_WARN.pattern + r"|uv_loop_close failed|"
+                         r"algbw\s+busbw\s+(?:error|#wrong)", re.IGNORECASE)
+
+
+#: NCCL's warnings report a failure even without an error word ("NCCL WARN Message
+#: truncated : received 256 bytes instead of 4").
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b", re.IGNORECASE)
+
+
+def reports_failure(line: str) -> bool:
+    """Whether a salient line (raw message or normalised) reports a failure: an error-ish
+    word outside a settings printout and outside the warnings healthy runs print."""
+    return (bool(ERRORISH.search(line) or _NCCL_WARN.search(line))
+            and not SETTINGS_LINE.search(line) and not NOT_FAILURE.search(line))
+
 
 #: At most this many distinct salient lines from the start and from the end of a log.
 HEAD_LINES = 200
@@ -119,7 +158,7 @@ class SalientLines(Generic[W]):
 
     def reports_failure(self) -> bool:
         """Whether any kept line reports a failure (rather than only set-up information)."""
-        return any(ERRORISH.search(k) for k in (*self.head, *self.tail))
+        return any(reports_failure(k) for k in (*self.head, *self.tail))
 
     def items(self) -> list[tuple[str, W | None]]:
         return [*self.head.items(), *self.tail.items()]
