@@ -45,8 +45,10 @@ def test_planted_secrets_do_not_come_back(data_dir: Path, tmp_path: Path) -> Non
                 everything(await s.call_tool("similar_incidents", {"logs": [text_log]}))]
 
     outputs = run_stdio(server_env(data_dir), steps)
-    for out in outputs:
+    for out in outputs[:3]:  # the answers name the cause's category
         assert "rank_crashed" in out
+    assert "CUDA out of memory on one rank" in outputs[3]  # similar_incidents: the summary
+    for out in outputs:
         leaked = [s for s in [*secrets, PLANTED[20]["secret"]] if s in out]
         assert leaked == []
     assert outputs[0].count("[REDACTED]") >= 6
