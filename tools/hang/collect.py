@@ -22,10 +22,9 @@ from pydantic import Field, field_validator
 from tools.hang import ras
 from tools.hang.model import GpuSample, HangSample, RankSample, ThreadStack
 from tools.hang.pipe import MAX_DUMP_BYTES, request_dump
-from tools.hang.procs import TrainingProcess, find_processes, nccl_version_of
+from tools.hang.procs import RankSelection, TrainingProcess, find_processes, nccl_version_of
 from tools.hang.ras import RasStatus
 from tools.hang.stacks import dump_stacks
-from tools.params import Params
 from tools.redact import redact_text
 from tools.result import Finding, ToolResult
 
@@ -43,15 +42,7 @@ B = TypeVar("B")
 _MARGIN_S = 1.0
 
 
-class HangParams(Params):
-    pids: list[int] = Field(default_factory=list, max_length=256,
-                            description="the ranks' process ids (default: every process with "
-                                        "RANK and LOCAL_RANK in its environment)")
-    pattern: str | None = Field(None, max_length=200,
-                                description="only processes whose command line contains this "
-                                            "text")
-    job: str | None = Field(None, max_length=200,
-                            description="only this job (TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")
+class HangParams(RankSelection):
     native: bool = Field(False, description="include native (C/C++) frames in the stacks")
     flight_recorder: bool = Field(True, description="ask each rank for a Flight Recorder "
                                                     "dump through its debug pipe")

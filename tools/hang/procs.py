@@ -7,7 +7,24 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from pydantic import Field
+
+from tools.params import Params
 from tools.redact import redact_argv
+
+
+class RankSelection(Params):
+    """Which of this node's processes are the job's ranks (the tools that read ranks share it)."""
+
+    pids: list[int] = Field(default_factory=list, max_length=256,
+                            description="the ranks' process ids (default: every process with "
+                                        "RANK and LOCAL_RANK in its environment)")
+    pattern: str | None = Field(None, max_length=200,
+                                description="only processes whose command line contains this "
+                                            "text")
+    job: str | None = Field(None, max_length=200,
+                            description="only this job (TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")
+
 
 #: At most this many processes are looked at (a node has 8-16 ranks).
 MAX_PROCESSES = 256

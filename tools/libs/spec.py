@@ -5,21 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
-from tools.params import LlmTool, Params, RunContext, ToolSpec
+from tools.hang.procs import RankSelection
+from tools.params import LlmTool, RunContext, ToolSpec
 from tools.result import ToolResult
 
 
-class LibsParams(Params):
-    pids: list[int] = Field(default_factory=list, max_length=256,
-                            description="the ranks' process ids (default: every process with "
-                                        "RANK and LOCAL_RANK in its environment)")
-    pattern: str | None = Field(None, max_length=200,
-                                description="only processes whose command line contains this "
-                                            "text")
-    job: str | None = Field(None, max_length=200,
-                            description="only this job (TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")
+class LibsParams(RankSelection):
+    """The ranks whose loaded libraries are read."""
 
 
 def run(p: LibsParams, ctx: RunContext) -> ToolResult:
