@@ -101,7 +101,44 @@ class Neighbour:
         return self.doc.incident
 
 
-class IncidentIndex:
+def idf_weight(n: int, df: int) -> float:
+    """Smoothed inverse document frequency of a term in `df` of `n` documents."""
+    return math.log((1 + n) / (1 + df)) + 1.0
+
+
+class _Vectors:
+    """TF-IDF vectors of documents with their postings (term -> (position, weight)): what
+    the bundled and the local index share. Subclasses set `docs`, `bigrams` and `idf`, then
+    call `_index`."""
+
+    docs: list[Doc]
+    bigrams: bool
+    idf: dict[str, float]
+
+    def _index(self, counts: Sequence[Counter[str]]) -> None:
+        self.vectors = [self._vector(c) for c in counts]
+        self._position = {d.id: i for i, d in enumerate(self.docs)}
+        self.postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for i, vec in enumerate(self.vectors):
+            self._post(i, vec)
+
+    def _post(self, i: int, vec: dict[str, float]) -> None:
+        for t, w in vec.items():
+            self.postings[t].append((i, w))
+
+    def _vector(self, counts: Counter[str]) -> dict[str, float]:
+        return tfidf(counts, self.idf)
+
+    def overlap(self, line: str, doc: Doc) -> float:
+        """How much one normalised line shares with a document (sum of shared weights)."""
+        i = self._position.get(doc.id)
+        if i is None:
+            return 0.0
+        vec = self.vectors[i]
+        return sum(vec.get(t, 0.0) for t in terms([line], self.bigrams))
+
+
+class IncidentIndex(_Vectors):
     """Sublinear TF-IDF vectors of the salient lines of past incidents (and of the cards);
     cosine nearest neighbours."""
 
@@ -115,16 +152,8 @@ class IncidentIndex:
             df.update(c.keys())
         n = max(len(self.docs), 1)
         self.df, self.n = df, n
-        self.idf = {t: math.log((1 + n) / (1 + d)) + 1.0 for t, d in df.items()}
-        self.vectors = [self._vector(c) for c in counts]
-        self._position = {d.id: i for i, d in enumerate(self.docs)}
-        self.postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
-        for i, vec in enumerate(self.vectors):
-            for t, w in vec.items():
-                self.postings[t].append((i, w))
-
-    def _vector(self, counts: Counter[str]) -> dict[str, float]:
-        return tfidf(counts, self.idf)
+        self.idf = {t: idf_weight(n, d) for t, d in df.items()}
+        self._index(counts)
 
     def similarities(self, lines: Sequence[str]) -> list[float]:
         """Cosine similarity of a log's salient lines to every document, in index order."""
@@ -134,14 +163,6 @@ class IncidentIndex:
             for i, dw in self.postings.get(t, ()):
                 sims[i] += w * dw
         return sims
-
-    def overlap(self, line: str, doc: Doc) -> float:
-        """How much one normalised line shares with a document (sum of shared weights)."""
-        i = self._position.get(doc.id)
-        if i is None:
-            return 0.0
-        vec = self.vectors[i]
-        return sum(vec.get(t, 0.0) for t in terms([line], self.bigrams))
 
     def nearest(self, lines: Sequence[str], k: int = 5,
                 exclude: Callable[[Incident], bool] | None = None) -> list[Neighbour]:
@@ -212,7 +233,7 @@ def local_doc(incident: LocalIncident, lines: Sequence[str]) -> Doc:
                tuple(lines), card=None, local=incident)
 
 
-class LocalIndex:
+class LocalIndex(_Vectors):
     """TF-IDF vectors of the team's local incidents, weighted by the document frequencies
     of the bundled index and the local incidents together (so a word the corpus never saw,
     the name of the team's own library, counts fully), compared like the bundled index.
@@ -230,19 +251,10 @@ class LocalIndex:
         #: positions of removed documents; documents added since the build
         self.dead: set[int] = set()
         self.added = 0
-        self.idf = {t: math.log((1 + n) / (1 + base.df.get(t, 0) + d)) + 1.0
-                    for t, d in df.items()}
+        self.idf = {t: idf_weight(n, base.df.get(t, 0) + d) for t, d in df.items()}
         for t, d in base.df.items():
-            self.idf.setdefault(t, math.log((1 + n) / (1 + d)) + 1.0)
-        self.vectors = [self._vector(c) for c in counts]
-        self._position = {d.id: i for i, d in enumerate(self.docs)}
-        self.postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
-        for i, vec in enumerate(self.vectors):
-            for t, w in vec.items():
-                self.postings[t].append((i, w))
-
-    def _vector(self, counts: Counter[str]) -> dict[str, float]:
-        return tfidf(counts, self.idf)
+            self.idf.setdefault(t, idf_weight(n, d))
+        self._index(counts)
 
     @property
     def size(self) -> int:
@@ -256,7 +268,7 @@ class LocalIndex:
     def add(self, docs: Sequence[Doc]) -> None:
         """More documents, weighted with this index's idf (a term it never saw counts as
         the rarest), so nothing else is recomputed."""
-        rarest = math.log(1 + self.n) + 1.0
+        rarest = idf_weight(self.n, 0)
         for d in docs:
             counts = terms(d.lines, self.bigrams)
             for t in counts:
@@ -265,8 +277,7 @@ class LocalIndex:
             self.docs.append(d)
             self.vectors.append(self._vector(counts))
             self._position[d.id] = i
-            for t, w in self.vectors[i].items():
-                self.postings[t].append((i, w))
+            self._post(i, self.vectors[i])
         self.added += len(docs)
 
     def remove(self, ids: Iterable[str]) -> None:
@@ -287,13 +298,6 @@ class LocalIndex:
         best = sorted(((s, i) for i, s in sims.items() if s > 0 and i not in self.dead),
                       key=lambda t: -t[0])[:k]
         return [Neighbour(self.docs[i], s) for s, i in best]
-
-    def overlap(self, line: str, doc: Doc) -> float:
-        i = self._position.get(doc.id)
-        if i is None:
-            return 0.0
-        vec = self.vectors[i]
-        return sum(vec.get(t, 0.0) for t in terms([line], self.bigrams))
 
 
 class NeighbourIndex(Protocol):
