@@ -4,31 +4,19 @@ help, button), run on a real agent on loopback over a real rank process."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.slack.conftest import Poster, block_text, click
 from tests.slack.fake_slack import FakeSlack
+from tests.tools.test_libs import torch_rank_process
 
 
 @pytest.fixture
 def torch_rank() -> Iterator[int]:
-    pytest.importorskip("torch")
-    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-           "TORCHELASTIC_RUN_ID": "libs-slack"}
-    proc = subprocess.Popen([sys.executable, "-c", "import time, torch; "
-                             "print('ready', flush=True); time.sleep(300)"],
-                            env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
+    with torch_rank_process("libs-slack") as pid:
+        yield pid
 
 
 def test_help_lists_every_tool_and_preset() -> None:

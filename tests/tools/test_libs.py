@@ -4,6 +4,7 @@ torch, through the CLI, the node agent (a real process) and the LLM's tool table
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -67,13 +68,13 @@ def test_findings_two_copies_and_ranks_that_disagree() -> None:
     assert findings([a]) == []
 
 
-@pytest.fixture(scope="module")
-def torch_rank() -> Iterator[int]:
-    """A real process marked as rank 0 of a job, which imported torch (so it mapped
-    torch/lib/libtorch_cpu.so and the OpenMP runtime); its pid."""
+@contextlib.contextmanager
+def torch_rank_process(run_id: str) -> Iterator[int]:
+    """A real process marked as rank 0 of job `run_id`, which imported torch (so it mapped
+    torch/lib/libtorch_cpu.so and the OpenMP runtime); its pid. Skips without torch."""
     pytest.importorskip("torch")
     env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-           "TORCHELASTIC_RUN_ID": "libs-test"}
+           "TORCHELASTIC_RUN_ID": run_id}
     proc = subprocess.Popen([sys.executable, "-c", "import sys, time, torch; "
                              "print('ready', flush=True); time.sleep(300)"],
                             env=env, stdout=subprocess.PIPE, text=True)
@@ -83,6 +84,12 @@ def torch_rank() -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture(scope="module")
+def torch_rank() -> Iterator[int]:
+    with torch_rank_process("libs-test") as pid:
+        yield pid
 
 
 def _torch_version() -> str:
