@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from bot.logs.crossrank import EXITED_SILENTLY, CrossRank
-from bot.logs.extract import is_comm_exception
+from bot.logs.extract import BENIGN_NCCL_WARN, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport
 from tools.xid.catalog import explain
 
@@ -49,14 +49,11 @@ NCCL_SOURCE_CATEGORY: tuple[tuple[str, str, float], ...] = (
     ("cudawrap", "version_incompatibility", 0.25),
 )
 
-#: NCCL warnings that only say an optional component is absent (NCCL falls back).
-BENIGN_WARN = re.compile(r"libibverbs|libnccl-net|[Pp]lugin|NET/IB : No device found|libmlx5|"
-                         r"Could not find real path|NCCL_IB_DISABLE")
-
-
 def _failing_warns(report: LogReport) -> list[Fact]:
+    """NCCL's warnings less those that only say an optional component is absent (NCCL falls
+    back; `extract.BENIGN_NCCL_WARN`)."""
     return [f for f in report.facts.get("nccl_warn", [])
-            if not BENIGN_WARN.search(str(f.fields.get("message", "")))]
+            if not BENIGN_NCCL_WARN.search(str(f.fields.get("message", "")))]
 
 
 def _ev(facts: list[Fact] | None, n: int = 2) -> list[Evidence]:
