@@ -14,11 +14,16 @@ annotated fact, or not at all ("unknown": the answer stays as it was). Reported:
   incident, its best single annotated fact: right when any one of them makes top-1 right) and
   each fixed question asked of every undecided incident.
 
+With `--ask`, the same for `ask --log` (the reporter's question beside the log, as in Slack):
+the question's retrieval hits and the past incidents it resembles (an index of the training
+threads' questions) join the ranking, before and after the answer.
+
 Dev: grouped 5-fold CV by thread (benchmarks/eval_cases.py's folds): each incident ranked with
 a nearest-incident index built without its fold. Sealed (`--sealed`, once a stop): ranked with
 an index of all of dev; printed only with the flag. Nothing here tunes anything.
 
     .venv/bin/python benchmarks/deciding.py            # dev CV
+    .venv/bin/python benchmarks/deciding.py --ask      # and for `ask --log`
     .venv/bin/python benchmarks/deciding.py --sealed   # and the sealed set
 """
 
@@ -27,9 +32,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -43,8 +50,9 @@ from bot.knowledge.incidents import Incident, load_incidents, load_sealed  # noq
 from bot.knowledge.taxonomy import Deciding, load_questions  # noqa: E402
 from bot.logs.model import LogReport  # noqa: E402
 
-#: ranks a case's log again with answered facts (the case's own neighbours, no new retrieval)
-Rediagnose = Callable[[Mapping[str, str]], Diagnosis]
+#: ranks a case again with answered facts (its own neighbours and hits, no new retrieval):
+#: the diagnosis and its verdict
+Rediagnose = Callable[[Mapping[str, str]], tuple[Diagnosis, str]]
 
 
 @dataclass(frozen=True)
@@ -69,11 +77,12 @@ def top1(case: Incident, diagnosis: Diagnosis) -> bool:
     return bool(diagnosis.root_causes) and diagnosis.root_causes[0].category in case.accepted
 
 
-def run_case(case: Incident, base: Diagnosis, again: Rediagnose,
+def run_case(case: Incident, base: Diagnosis, verdict: str, again: Rediagnose,
              questions: Sequence[Deciding]) -> CaseRun:
-    """Pure but for `again`: ask what the system asks, answer from the annotations."""
+    """Pure but for `again`: ask what the system asks of an undecided answer (`verdict`
+    unknown), answer from the annotations."""
     before = top1(case, base)
-    undecided = base.verdict == "unknown" and bool(base.root_causes)
+    undecided = verdict == "unknown" and bool(base.root_causes)
     facts = case.answered
     q = deciding_question([(rc.category, rc.confidence) for rc in base.root_causes], {},
                           questions) if undecided else None
@@ -82,7 +91,7 @@ def run_case(case: Incident, base: Diagnosis, again: Rediagnose,
 
     def right_with(key: str) -> bool:
         if key not in memo:
-            memo[key] = top1(case, again({key: facts[key]}))
+            memo[key] = top1(case, again({key: facts[key]})[0])
         return memo[key]
 
     after = right_with(q.id) if q is not None and answer is not None else before
@@ -91,9 +100,9 @@ def run_case(case: Incident, base: Diagnosis, again: Rediagnose,
              for x in questions}
     stated = None
     if facts:
-        every = again(facts)
-        stated = (before, base.verdict == "diagnosed", top1(case, every),
-                  every.verdict == "diagnosed")
+        every, every_verdict = again(facts)
+        stated = (before, verdict == "diagnosed", top1(case, every),
+                  every_verdict == "diagnosed")
     return CaseRun(case.id, before, undecided, q.id if q else None, answer, after, oracle,
                    fixed, stated)
 
@@ -110,10 +119,43 @@ def run_split(test: Sequence[Incident], train: Sequence[Incident],
         base = diagnose(report, cards, neighbours=nb)
 
         def again(facts: Mapping[str, str], report: LogReport = report,
-                  nb: list[Neighbour] = nb) -> Diagnosis:
-            return diagnose(report, cards, neighbours=nb, facts=facts)
+                  nb: list[Neighbour] = nb) -> tuple[Diagnosis, str]:
+            d = diagnose(report, cards, neighbours=nb, facts=facts)
+            return d, d.verdict
 
-        out.append(run_case(case, base, again, questions))
+        out.append(run_case(case, base, base.verdict, again, questions))
+    return out
+
+
+def run_split_ask(test: Sequence[Incident], train: Sequence[Incident],
+                  reports: Mapping[str, LogReport], cards: Sequence[Card],
+                  questions: Sequence[Deciding], retriever: Any,
+                  distinctive: set[str]) -> list[CaseRun]:
+    """`ask --log`: each test incident that has a question, its question beside its log,
+    with a nearest-incident and a question index of `train` only."""
+    from bot.ask import compose_diagnosis
+    from bot.diagnosis.asked import QuestionIndex
+
+    index = IncidentIndex(train, cards)
+    asked_index = QuestionIndex(train)
+    out = []
+    for case in test:
+        if not case.question:
+            continue
+        report = reports[case.id]
+        log_dx = diagnose(report, cards, neighbours=neighbours_for(index, report, case))
+        hits = retriever.search(case.question, 8, log_dx)
+        asked = asked_index.nearest(case.question, 8)
+
+        def again(facts: Mapping[str, str], q: str = case.question, report: LogReport = report,
+                  log_dx: Diagnosis = log_dx, hits: Any = hits,
+                  asked: Any = asked) -> tuple[Diagnosis, str]:
+            c = compose_diagnosis(q, cards, hits, report, log_dx, distinctive, asked,
+                                  facts=facts)
+            return c.diagnosis, c.verdict
+
+        base, verdict = again({})
+        out.append(run_case(case, base, verdict, again, questions))
     return out
 
 
@@ -217,6 +259,11 @@ def main() -> None:
     ap.add_argument("--sealed", action="store_true", help="also the sealed set (once a stop)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--cases", action="store_true", help="one line per asked incident")
+    ap.add_argument("--ask", action="store_true",
+                    help="also `ask --log` (the reporter's question beside the log)")
+    ap.add_argument("--dense-cache", type=Path, default=Path(tempfile.gettempdir())
+                    / "ncclbot-calibration-dense.pickle",
+                    help="the questions' dense retrieval results, kept between runs")
     args = ap.parse_args()
 
     from bot.service import bundled_cards
@@ -236,11 +283,32 @@ def main() -> None:
         test = [i for i in dev if fold_of(i, args.folds) == f]
         train = [i for i in dev if fold_of(i, args.folds) != f]
         runs += run_split(test, train, reports, cards, questions)
-    results = {f"dev {args.folds}-fold grouped CV": (runs, dev)}
+    results = {f"dev {args.folds}-fold grouped CV [analyze]": (runs, dev)}
+    if args.sealed and not sealed:
+        sys.exit("no sealed set: knowledge/incidents/sealed.yaml lists none")
     if args.sealed:
-        if not sealed:
-            sys.exit("no sealed set: knowledge/incidents/sealed.yaml lists none")
-        results["SEALED"] = (run_split(sealed, dev, reports, cards, questions), sealed)
+        results["SEALED [analyze]"] = (run_split(sealed, dev, reports, cards, questions), sealed)
+    if args.ask:
+        from benchmarks.calibration import cache_dense
+        from bot.ask import DISTINCTIVE_DF
+        from bot.config import load_settings
+        from bot.retrieval.search import get_retriever
+
+        retriever = get_retriever(load_settings(), cards, progress=False)
+        cache_dense(retriever, args.dense_cache)
+        distinctive = retriever.sparse.distinctive(DISTINCTIVE_DF)
+        ask_runs: list[CaseRun] = []
+        for f in range(args.folds):
+            test = [i for i in dev if fold_of(i, args.folds) == f]
+            train = [i for i in dev if fold_of(i, args.folds) != f]
+            ask_runs += run_split_ask(test, train, reports, cards, questions, retriever,
+                                      distinctive)
+        results[f"dev {args.folds}-fold grouped CV [ask --log]"] = (
+            ask_runs, [i for i in dev if i.question])
+        if args.sealed:
+            results["SEALED [ask --log]"] = (run_split_ask(
+                sealed, dev, reports, cards, questions, retriever, distinctive),
+                [i for i in sealed if i.question])
 
     if args.json:
         print(json.dumps({label: {**vars(summarize(r, questions)),

@@ -5,10 +5,11 @@ never read by tests."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 
 from benchmarks.deciding import CaseRun, Summary, run_case, run_split, summarize
-from bot.diagnosis.engine import diagnose
+from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.evaluate import analyze_incidents, fold_of
 from bot.diagnosis.nearest import IncidentIndex
 from bot.knowledge.incidents import Incident, load_incidents, load_sealed
@@ -67,5 +68,10 @@ def test_the_answer_is_evidence_in_the_same_ranking() -> None:
     report = analyze_incidents([bare], cards)[bare.id]
     index = IncidentIndex(train, cards)
     base = diagnose(report, cards, neighbours=index.nearest(report.salient.lines(), k=12))
-    again = run_case(bare, base, lambda f: diagnose(report, cards, facts=f), load_questions())
+
+    def rediagnose(facts: Mapping[str, str]) -> tuple[Diagnosis, str]:
+        d = diagnose(report, cards, neighbours=base.neighbours, facts=facts)
+        return d, d.verdict
+
+    again = run_case(bare, base, base.verdict, rediagnose, load_questions())
     assert again.asked == "fewer_gpus" and again.answer is None and again.after == again.before
