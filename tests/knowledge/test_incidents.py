@@ -197,3 +197,12 @@ def test_bundled_facts_are_checked_and_fact_quotes_tool_adds_one(tmp_path: Path)
     assert report.returncode == 0 and "container=yes 1" in report.stdout
     _, problems = check_incidents(tmp_path)
     assert problems == []
+
+
+def test_check_names_the_file_and_the_fact_whose_quote_is_not_stated(tmp_path: Path) -> None:
+    (tmp_path / "a-case.yaml").write_text(yaml.safe_dump(
+        {**STATED, "id": "a-case",
+         "facts": {"upgrade": {"value": "yes", "quote": "after the driver upgrade"}}}), "utf-8")
+    _, problems = check_incidents(tmp_path)
+    assert len(problems) == 1
+    assert problems[0].startswith("a-case.yaml") and "facts.upgrade" in problems[0]
