@@ -5,7 +5,9 @@ sources) for the root cause and every step, a stated cost on steps that trade pe
 for a workaround, GitHub file links pinned to a tag or commit (not a branch), and each
 signature matching the logs of the incidents that name its card.
 Incidents: the strict schema, unique ids and sources, a `confirmed_by` that says where the
-quote stands (`url`), who wrote it (`author`) and their role; a sealed list that names real,
+quote stands (`url`), who wrote it (`author`) and their role; `facts` that answer real deciding
+questions with one of their answers, each quoting the reporter's words (question, hardware,
+log; never the resolution); a sealed list that names real,
 dated ids, lists every undated incident as left out, and holds no thread a card cites.
 Healthy logs: each one listed in `knowledge/healthy/index.yaml` with its source.
 Decisive signatures are measured on the corpus by `ncclbot knowledge signatures`.

@@ -21,9 +21,11 @@ from pydantic import (
     Field,
     StringConstraints,
     field_validator,
+    model_validator,
 )
 
 from bot.knowledge.cards import CategoryId, NonEmpty, Slug, knowledge_dir, yaml_mapping
+from bot.knowledge.taxonomy import load_questions
 
 MAX_LOG_LINES = 150
 MAX_QUOTE_CHARS = 400
@@ -62,6 +64,32 @@ class Confirmation(_Strict):
                                             max_length=MAX_QUOTE_CHARS)]
 
 
+#: the fields that hold what the reporter said before the cause was known: a fact's quote must
+#: stand in one of them (never in `resolution` or `confirmed_by`, written after the cause)
+STATED_FIELDS = ("question", "question_zh", "hardware", "log")
+MAX_FACT_QUOTE = 200
+
+
+def squeeze(text: str) -> str:
+    """Whitespace collapsed, for comparing a quote with the text it comes from."""
+    return " ".join(text.split())
+
+
+class Fact(_Strict):
+    """The reporter's answer to a deciding question (`knowledge/taxonomy.yaml`, `questions`),
+    stated before the cause was known, with the words it rests on (verbatim)."""
+
+    value: NonEmpty
+    quote: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3,
+                                            max_length=MAX_FACT_QUOTE)]
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _yes_no_as_text(cls, value: object) -> object:
+        # YAML 1.1 reads a bare yes/no as a boolean
+        return ("yes" if value else "no") if isinstance(value, bool) else value
+
+
 class Incident(_Strict):
     id: Slug
     source: AnyHttpUrl
@@ -82,6 +110,9 @@ class Incident(_Strict):
     hardware: str | None = None
     question: str | None = None
     question_zh: str | None = None
+    #: answers to the deciding questions that the reporter stated before the cause was known,
+    #: by question id; each quotes `question`, `question_zh`, `hardware` or `log`
+    facts: dict[str, Fact] = Field(default_factory=dict)
 
     @field_validator("confirmed_by")
     @classmethod
@@ -106,6 +137,22 @@ class Incident(_Strict):
             return {str(k): str(v) for k, v in value.items()}
         return value
 
+    @model_validator(mode="after")
+    def _facts_are_stated(self) -> Incident:
+        problems = fact_problems(self.facts, self.stated())
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def stated(self) -> str:
+        """What the reporter said before the cause was known (the fields a fact may quote)."""
+        return "\n".join(v for f in STATED_FIELDS if (v := getattr(self, f)))
+
+    @property
+    def answered(self) -> dict[str, str]:
+        """The annotated facts as answers, {question id: answer}."""
+        return {k: f.value for k, f in self.facts.items()}
+
     @property
     def url(self) -> str:
         return str(self.source)
@@ -114,6 +161,26 @@ class Incident(_Strict):
     def accepted(self) -> frozenset[str]:
         """The categories a diagnosis of this log may name and be right."""
         return frozenset({self.category, *self.secondary})
+
+
+def fact_problems(facts: dict[str, Fact], stated: str) -> list[str]:
+    """One line per fact that names no deciding question, gives an answer its question does
+    not take, or quotes words that are not in `stated` (whitespace aside)."""
+    known = {q.id: q for q in load_questions()}
+    text = squeeze(stated)
+    out = []
+    for key, fact in facts.items():
+        q = known.get(key)
+        if q is None:
+            out.append(f"facts.{key}: no deciding question '{key}' in knowledge/taxonomy.yaml "
+                       f"(one of {', '.join(sorted(known))})")
+        elif fact.value not in q.answers:
+            out.append(f"facts.{key}: '{fact.value}' is not an answer of {key} "
+                       f"({' or '.join(q.answers)})")
+        if squeeze(fact.quote) not in text:
+            out.append(f"facts.{key}: quote {fact.quote!r} is not in the reporter's "
+                       f"{'/'.join(STATED_FIELDS)}")
+    return out
 
 
 class PreviousSeal(_Strict):

@@ -142,3 +142,67 @@ def test_sealing_rule_is_newest_first_and_skips_cited_and_undated() -> None:
     pool = [inc("old", "2020-01-01", 1), inc("new", "2025-01-01", 2),
             inc("cited", "2026-01-01", 3), inc("undated", None, 4), inc("mid", "2023-01-01", 5)]
     assert choose_sealed(pool, ["https://github.com/O/R/issues/3/"], 2) == ["mid", "new"]
+
+
+STATED = {**GOOD, "question": "Two nodes fail, single node is fine. We run in Docker.",
+          "hardware": "2 nodes x 8 A100"}
+
+
+@pytest.mark.parametrize(("facts", "message"), [
+    ({"gpu_count": {"value": "yes", "quote": "single node is fine"}}, "no deciding question"),
+    ({"container": {"value": "maybe", "quote": "We run in Docker"}}, "not an answer of"),
+    ({"container": {"value": "yes", "quote": "runs in a Kubernetes pod"}}, "is not in"),
+    # the resolution is written after the cause was known: it is not the reporter's statement
+    ({"container": {"value": "yes", "quote": "replacing the cable fixed it"}}, "is not in"),
+    ({"container": {"value": "yes"}}, "quote"),
+])
+def test_facts_must_answer_a_deciding_question_in_the_reporters_words(
+        facts: dict, message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        parse_incident(yaml.safe_dump({**STATED, "facts": facts}))
+
+
+def test_facts_read_yaml_yes_no_and_quotes_across_line_breaks() -> None:
+    text = yaml.safe_dump({**STATED}) + (
+        "facts:\n"
+        "  container: {value: yes, quote: 'We run in\n    Docker'}\n"
+        "  fewer_gpus: {value: \"yes\", quote: \"single node is fine\"}\n")
+    inc = parse_incident(text)
+    assert inc.answered == {"container": "yes", "fewer_gpus": "yes"}
+    assert parse_incident(yaml.safe_dump(STATED)).facts == {}  # optional
+
+
+def test_bundled_facts_are_checked_and_fact_quotes_tool_adds_one(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    incidents, problems = check_incidents()
+    assert problems == []
+    facts = [f for i in incidents for f in i.facts.values()]
+    assert len(facts) >= 50 and {k for i in incidents for k in i.facts} >= {
+        "container", "fewer_gpus", "upgrade", "p2p_disable"}
+    (tmp_path / "a-case.yaml").write_text(yaml.safe_dump({**STATED, "id": "a-case"}), "utf-8")
+    tool = [sys.executable, str(ROOT / "scripts" / "fact_quotes.py"), "--incidents",
+            str(tmp_path)]
+    bad = subprocess.run([*tool, "add", "a-case", "container", "yes", "in a pod"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "is not in" in bad.stderr
+    for key, quote in (("container", "We run in Docker"), ("fewer_gpus", "single node is fine")):
+        ok = subprocess.run([*tool, "add", "a-case", key, "yes", quote], capture_output=True,
+                            text=True, timeout=120)
+        assert ok.returncode == 0, ok.stderr
+    inc = parse_incident((tmp_path / "a-case.yaml").read_text("utf-8"))
+    assert inc.answered == {"container": "yes", "fewer_gpus": "yes"}
+    report = subprocess.run(tool, capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and "container=yes 1" in report.stdout
+    _, problems = check_incidents(tmp_path)
+    assert problems == []
+
+
+def test_check_names_the_file_and_the_fact_whose_quote_is_not_stated(tmp_path: Path) -> None:
+    (tmp_path / "a-case.yaml").write_text(yaml.safe_dump(
+        {**STATED, "id": "a-case",
+         "facts": {"upgrade": {"value": "yes", "quote": "after the driver upgrade"}}}), "utf-8")
+    _, problems = check_incidents(tmp_path)
+    assert len(problems) == 1
+    assert problems[0].startswith("a-case.yaml") and "facts.upgrade" in problems[0]
