@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
+from pydantic import SecretStr
 from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
@@ -26,7 +26,7 @@ from bot.slack.store import Store
 from bot.troubleshooter import Troubleshooter
 
 
-def _secret(value: Any) -> str | None:
+def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
@@ -36,10 +36,10 @@ def web_client(settings: Settings) -> WebClient:
         raise ConfigError("SLACK_BOT_TOKEN is not set",
                           hint="Install the app to your workspace and export its xoxb- token; "
                           "see docs/slack.md.")
-    kwargs: dict[str, Any] = {"token": token, "timeout": 60}
     if settings.slack_api_url:
-        kwargs["base_url"] = settings.slack_api_url.rstrip("/") + "/"
-    return RedactingWebClient(**kwargs)
+        return RedactingWebClient(token=token, timeout=60,
+                                  base_url=settings.slack_api_url.rstrip("/") + "/")
+    return RedactingWebClient(token=token, timeout=60)
 
 
 class RedactingApp(App):
@@ -62,7 +62,7 @@ class RedactingApp(App):
 
 
 def create_app(settings: Settings, client: WebClient | None = None, *, http: bool = False,
-               deps: Deps | None = None, workers: int = 16, **app_kwargs: Any) -> App:
+               deps: Deps | None = None, workers: int = 16) -> App:
     """The app; `http=True` requires the signing secret (Events API over HTTP)."""
     client = client or web_client(settings)
     secret = _secret(settings.slack_signing_secret) or ""
@@ -73,8 +73,7 @@ def create_app(settings: Settings, client: WebClient | None = None, *, http: boo
     app = RedactingApp(client=client, signing_secret=secret,
                        request_verification_enabled=bool(secret),
                        listener_executor=ThreadPoolExecutor(max_workers=workers,
-                                                            thread_name_prefix="ncclbot-slack"),
-                       **app_kwargs)
+                                                            thread_name_prefix="ncclbot-slack"))
     app.deps = deps or build_deps(settings, client)
     register(app, app.deps)
     return app

@@ -6,7 +6,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+
+from slack_sdk import WebClient
 
 log = logging.getLogger(__name__)
 
@@ -14,7 +15,7 @@ log = logging.getLogger(__name__)
 class OncallAuthz:
     """Membership of NCCLBOT_ONCALL_USERGROUP (usergroups.users.list) or NCCLBOT_ONCALL_USERS."""
 
-    def __init__(self, client: Any, usergroup: str | None, users: Iterable[str] = (),
+    def __init__(self, client: WebClient, usergroup: str | None, users: Iterable[str] = (),
                  ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.usergroup = usergroup

@@ -8,13 +8,15 @@ answer's messages say is `bot.slack.message`; this module holds the pieces.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from bot.contract import Answer, RootCauseOut
+from pydantic import ConfigDict, with_config
+from typing_extensions import Required, TypedDict
+
+from bot.contract import Answer, ProbeSuggestion, RootCauseOut, Titles
 
 MAX_TEXT = 3000
 MAX_BLOCKS = 50
@@ -27,11 +29,92 @@ ACTION_UP = "ncclbot_feedback_up"
 ACTION_DOWN = "ncclbot_feedback_down"
 VIEW_REASON = "ncclbot_feedback_reason"
 
+# Block Kit as the Web API takes it (https://api.slack.com/reference/block-kit). Only the
+# keys ncclbot writes or reads are named; a message's blocks that Slack sends back with a
+# button click keep any other key (`extra="allow"`), so they can be posted back unchanged.
+_KEEP = ConfigDict(extra="allow")
+
+
+@with_config(_KEEP)
+class Text(TypedDict, total=False):
+    """A text object: `plain_text` or `mrkdwn`."""
+
+    type: Required[str]
+    text: Required[str]
+    emoji: bool
+
+
+@with_config(_KEEP)
+class Option(TypedDict):
+    text: Text
+    value: str
+
+
+@with_config(_KEEP)
+class OptionGroup(TypedDict):
+    label: Text
+    options: list[Option]
+
+
+@with_config(_KEEP)
+class Element(TypedDict, total=False):
+    """A block element: a button, a select, a text input, or a context block's text (whose
+    `text` is a string)."""
+
+    type: Required[str]
+    action_id: str
+    value: str
+    text: Text | str
+    style: str
+    placeholder: Text
+    options: list[Option]
+    option_groups: list[OptionGroup]
+    initial_option: Option
+    initial_value: str
+    max_length: int
+    multiline: bool
+
+
+@with_config(_KEEP)
+class Block(TypedDict, total=False):
+    """A layout block: section, header, context, actions or input."""
+
+    type: Required[str]
+    block_id: str
+    text: Text
+    elements: list[Element]
+    label: Text
+    element: Element
+    optional: bool
+
+
+class View(TypedDict, total=False):
+    """A modal (`views.open`)."""
+
+    type: Required[str]
+    callback_id: str
+    private_metadata: str
+    title: Text
+    submit: Text
+    blocks: list[Block]
+
+
+def wire(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    """Blocks as the Web API client's signature takes them (the same dicts): the one place
+    Block Kit leaves its types."""
+    return cast("list[dict[str, Any]]", list(blocks))
+
+
+def wire_view(view: View) -> dict[str, Any]:
+    """A modal as `views.open` takes it (the same dict)."""
+    return cast("dict[str, Any]", view)
+
+
 @dataclass
 class Rendered:
     """A message: blocks, the notification text, and whether something was cut."""
 
-    blocks: list[dict[str, Any]]
+    blocks: list[Block]
     text: str
     truncated: bool = False
     notes: list[str] = field(default_factory=list)
@@ -57,12 +140,12 @@ def clip(text: str, limit: int = MAX_TEXT) -> tuple[str, bool]:
     return cut + tail, True
 
 
-def section(text: str) -> tuple[dict[str, Any], bool]:
+def section(text: str) -> tuple[Block, bool]:
     body, cut = clip(text)
     return {"type": "section", "text": {"type": "mrkdwn", "text": body}}, cut
 
 
-def context(text: str) -> dict[str, Any]:
+def context(text: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text)[0]}]}
 
 
@@ -75,10 +158,9 @@ def code(text: str) -> str:
     return esc(text.replace("```", "ˋˋˋ"))
 
 
-def _pick(d: Any, lang: str) -> str:
-    if not d:
-        return ""
-    return " / ".join(str(d[lg]) for lg in langs(lang) if d.get(lg))
+def _pick(d: Titles | None, lang: str) -> str:
+    texts: dict[str, str] = {str(k): v for k, v in (d or {}).items()}
+    return " / ".join(texts[lg] for lg in langs(lang) if texts.get(lg))
 
 
 def cause_text(rc: RootCauseOut, n: int, lang: str) -> str:
@@ -95,8 +177,8 @@ def cause_text(rc: RootCauseOut, n: int, lang: str) -> str:
     return "\n".join(lines)
 
 
-def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
-    b: dict[str, Any] = {"type": "button", "action_id": action_id, "value": value[:2000],
+def button(text: str, action_id: str, value: str, style: str | None = None) -> Element:
+    b: Element = {"type": "button", "action_id": action_id, "value": value[:2000],
                          "text": {"type": "plain_text", "text": text[:75], "emoji": True}}
     if style:
         b["style"] = style
@@ -109,7 +191,7 @@ def others(candidates: Sequence[dict[str, Any]], answer: Answer) -> list[dict[st
     return [c for c in candidates if (c.get("category"), c.get("card")) not in shown]
 
 
-def proposed_probes(answer: Answer) -> list[Any]:
+def proposed_probes(answer: Answer) -> list[ProbeSuggestion]:
     """The agent's suggested probes that name a node and are still only proposed."""
     return [s for s in answer.suggested_probes if s.node and s.status == "proposed"]
 
@@ -168,10 +250,10 @@ def _rc_steps(rc: RootCauseOut, lang: str) -> str:
     return ("\n" + "\n".join(first)) if first else ""
 
 
-def assemble(texts: list[str], actions: dict[str, Any] | None, notes: list[str],
+def assemble(texts: list[str], actions: Block | None, notes: list[str],
              text: str) -> Rendered:
     """Sections under the 50-block limit, notes as context, the actions last."""
-    blocks: list[dict[str, Any]] = []
+    blocks: list[Block] = []
     truncated = False
     budget = MAX_BLOCKS - (1 if actions else 0) - (1 if notes else 0) - 1
     for t in texts:
@@ -249,11 +331,13 @@ def help_message() -> Rendered:
 
 
 
-def reason_modal(answer_id: str, channel: str, thread_ts: str) -> dict[str, Any]:
+def reason_modal(answer_id: str, channel: str, thread_ts: str) -> View:
     """The optional 'why not helpful' dialog."""
+    from bot.slack.payloads import FormMeta
+
     return {
         "type": "modal", "callback_id": VIEW_REASON,
-        "private_metadata": json.dumps({"a": answer_id, "c": channel, "t": thread_ts}),
+        "private_metadata": FormMeta(a=answer_id, c=channel, t=thread_ts).encode(),
         "title": {"type": "plain_text", "text": "Thanks for the feedback"},
         "submit": {"type": "plain_text", "text": "Send"},
         "blocks": [{"type": "input", "block_id": "reason", "optional": True,

@@ -8,12 +8,15 @@ import re
 import threading
 from typing import Any
 
+from slack_sdk import WebClient
+
 from bot.contract import Answer
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.fair import Admission
 from bot.slack.files import Download, Rejected, download, file_url_refused, human, precheck
 from bot.slack.lang import choose
+from bot.slack.payloads import MessageEvent, SlackFile
 from bot.slack.progress import StatusMessage
 from bot.slack.store import LogRef, thread_id
 from bot.threads import ThreadState
@@ -45,15 +48,15 @@ class Conversation:
         with self._guard:
             return self._thread_locks.setdefault((channel, thread_ts), threading.Lock())
 
-    def handle(self, event: dict[str, Any], client: Any) -> None:
-        channel, user = event["channel"], event.get("user") or "unknown"
-        thread_ts = event.get("thread_ts") or event["ts"]
+    def handle(self, event: MessageEvent, client: WebClient) -> None:
+        channel, user = event.channel, event.user or "unknown"
+        thread_ts = event.thread_ts or event.ts
         if wait := self.deps.limits.asks_per_user.hit(f"user:{user}"):
             ephemeral(client, channel, user, f"You are asking faster than I can answer; "
                       f"try again in {wait:.0f} s.", thread_ts=thread_ts)
             return
         try:
-            client.reactions_add(channel=channel, timestamp=event["ts"], name="eyes")
+            client.reactions_add(channel=channel, timestamp=event.ts, name="eyes")
         except Exception:  # noqa: BLE001 - cosmetic
             pass
 
@@ -65,7 +68,7 @@ class Conversation:
         if admitted is not Admission.STARTED:
             self._tell(client, channel, user, thread_ts, admitted)
 
-    def _tell(self, client: Any, channel: str, user: str, thread_ts: str,
+    def _tell(self, client: WebClient, channel: str, user: str, thread_ts: str,
               admitted: Admission) -> None:
         """Say why a message waits (queued behind the person's earlier ones) or was not
         taken (too many of theirs already waiting)."""
@@ -85,11 +88,11 @@ class Conversation:
             log.warning("could not tell %s that the request was %s: %s", user,
                         admitted.value, exc)
 
-    def _handle(self, event: dict[str, Any], client: Any, channel: str, user: str,
+    def _handle(self, event: MessageEvent, client: WebClient, channel: str, user: str,
                 thread_ts: str) -> None:
         d = self.deps
-        question = clean_text(event.get("text", ""))
-        files = event.get("files") or []
+        question = clean_text(event.text)
+        files = event.files
         ctx = d.store.context(channel, thread_ts)
         if d.memory is not None:  # the first to ask may resolve the thread
             d.memory.note_asker(channel, thread_ts, user)
@@ -184,7 +187,7 @@ class Conversation:
             status.update("looking for an answer…", force=True)
         return d.troubleshooter.answer(q, llm=llm)
 
-    def _llm_follows(self, client: Any, channel: str, thread_ts: str, question: str,
+    def _llm_follows(self, client: WebClient, channel: str, thread_ts: str, question: str,
                      refs: list[LogRef], key: str, lang: str) -> None:
         """The LLM agent's account of the same logs and question, as a thread reply (nothing
         when the LLM was unavailable: the deterministic answer already stands)."""
@@ -197,7 +200,7 @@ class Conversation:
         with self._lock(channel, thread_ts):  # the thread's state, as a message's work
             self._post_llm(client, channel, thread_ts, answer, key, lang)
 
-    def _post_llm(self, client: Any, channel: str, thread_ts: str, answer: Answer, key: str,
+    def _post_llm(self, client: WebClient, channel: str, thread_ts: str, answer: Answer, key: str,
                   lang: str) -> None:
         d = self.deps
         answer_id = d.store.save_answer(channel, thread_ts, answer, key)
@@ -206,7 +209,7 @@ class Conversation:
         # the agent's proposals become buttons here, with details and feedback
         actions = message.first_buttons(answer, answer_id, message.primary(lang), False)
         client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=reply.text,
-                                blocks=[*reply.blocks, actions])
+                                blocks=blocks.wire([*reply.blocks, actions]))
         ctx = d.store.context(channel, thread_ts)
         ctx.last_answer_id = answer_id
         ctx.candidates = merge_candidates(ctx.candidates, answer)
@@ -239,7 +242,7 @@ class Conversation:
             lines += [f"• `{r.name}` {r.reason}" for r in rejected]
         status.finish(blocks.message("\n".join(lines)))
 
-    def fetch(self, files: list[dict[str, Any]], client: Any, channel: str, thread_ts: str,
+    def fetch(self, files: list[SlackFile], client: WebClient, channel: str, thread_ts: str,
               status: StatusMessage) -> tuple[list[Download], list[LogRef], list[Rejected]]:
         """Download the attached logs; split them into new, duplicate and rejected."""
         d = self.deps
@@ -247,20 +250,20 @@ class Conversation:
         new: list[Download] = []
         dups: list[LogRef] = []
         rejected: list[Rejected] = []
-        todo = []
+        todo: list[SlackFile] = []
         for f in files:
-            if not f.get("url_private_download") and not f.get("url_private") and f.get("id"):
+            if not f.url and f.id:
                 try:
-                    f = client.files_info(file=f["id"])["file"]
+                    f = SlackFile.model_validate(client.files_info(file=f.id)["file"])
                 except Exception as exc:  # noqa: BLE001
-                    rejected.append(Rejected(f.get("name", f["id"]), f"is not readable ({exc})"))
+                    rejected.append(Rejected(f.name or f.id, f"is not readable ({exc})"))
                     continue
-            name = f.get("name") or f.get("id", "file")
+            name = f.name or f.id or "file"
             if why := precheck(f, cap):
                 rejected.append(Rejected(name, why))
             else:
                 todo.append(f)
-        total = sum(int(f.get("size") or 0) for f in todo)
+        total = sum(f.size or 0 for f in todo)
         done = [0]
 
         def progress(n: int) -> None:
@@ -270,11 +273,11 @@ class Conversation:
         if todo:
             status.update(f"reading {len(todo)} log(s), {human(total)}…", force=True)
         for f in todo:
-            url = str(f.get("url_private_download") or f.get("url_private") or "")
+            url = f.url
             if why := file_url_refused(url, d.settings.slack_api_url):
-                rejected.append(Rejected(f.get("name") or f["id"], why))
+                rejected.append(Rejected(f.name or f.id, why))
                 continue
-            got = download(url, d.bot_token, f.get("name") or f["id"], d.files_dir, cap, progress)
+            got = download(url, d.bot_token, f.name or f.id, d.files_dir, cap, progress)
             if isinstance(got, Rejected):
                 rejected.append(got)
                 continue

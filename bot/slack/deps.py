@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from slack_bolt import Respond
+from slack_sdk import WebClient
 
 from bot.config import Settings
 from bot.memory.store import MemoryStore
@@ -54,8 +56,8 @@ class Deps:
         return self.store.lang(f"user:{user}"), self.store.lang(f"channel:{channel}")
 
 
-def ephemeral(client: Any, channel: str, user: str, text: str, respond: Any = None,
-              thread_ts: str | None = None) -> None:
+def ephemeral(client: WebClient, channel: str, user: str, text: str,
+              respond: Respond | None = None, thread_ts: str | None = None) -> None:
     """An ephemeral note to one user; via response_url when the bot is not in the channel."""
     try:
         client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)

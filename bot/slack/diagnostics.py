@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from slack_bolt import Respond
+from slack_sdk import WebClient
+
 from bot.errors import NcclbotError
 from bot.nodes.hang import gather
 from bot.slack import blocks, message
@@ -18,6 +21,7 @@ from bot.slack.nodes import (
 )
 from bot.slack.progress import StatusMessage, Ticker
 from tools.registry import TOOLS, default_preset
+from tools.result import ToolResult
 
 log = logging.getLogger(__name__)
 #: `/nccl hang` samples at most this many nodes at once
@@ -46,8 +50,8 @@ class Diagnostics:
             return "refused", self.refusal(node, tool)
         return None
 
-    def run(self, client: Any, user: str, channel: str, thread_ts: str | None, node: str,
-            tool: str, preset: str | None = None, respond: Any = None,
+    def run(self, client: WebClient, user: str, channel: str, thread_ts: str | None, node: str,
+            tool: str, preset: str | None = None, respond: Respond | None = None,
             told_refused: bool = False) -> str:
         """Returns the outcome written to the audit trail. `told_refused`: the person was
         already refused (in the slash command's acknowledgement); audit it, say nothing."""
@@ -86,8 +90,8 @@ class Diagnostics:
                 log.warning("could not attach %s: %s", f.filename, exc)
         return outcome
 
-    def _run(self, client: Any, user: str, channel: str, thread_ts: str | None, node: str,
-             tool: str, preset: str | None, params: dict[str, Any]
+    def _run(self, client: WebClient, user: str, channel: str, thread_ts: str | None,
+             node: str, tool: str, preset: str | None, params: dict[str, Any]
              ) -> tuple[str, tuple[str, str], list[message.Attachment]]:
         """Run and post the verdict; returns the outcome, where it was posted (channel,
         thread) and the files to attach there."""
@@ -102,22 +106,22 @@ class Diagnostics:
 
         try:
             with Ticker(tick, every_s=d.progress_every_s):
-                result = d.run_node(node, tool, params, f"slack:{user}")
-            outcome = str(result.get("status", "error"))
+                result = ToolResult.model_validate(d.run_node(node, tool, params,
+                                                              f"slack:{user}"))
         except NcclbotError as exc:
-            result = {"status": "error", "error": exc.message + (f" {exc.hint}" if exc.hint
-                                                                  else "")}
-            outcome = "error"
+            result = ToolResult.failed(tool, "", exc.message + (f" {exc.hint}" if exc.hint
+                                                                 else ""))
         except Exception as exc:
             log.exception("node diagnostic failed")
-            result, outcome = {"status": "error", "error": f"unexpected failure: {exc}"}, "error"
-        d.store.audit(user, channel, node, tool, preset, outcome, str(result.get("error") or ""))
+            result = ToolResult.failed(tool, "", f"unexpected failure: {exc}")
+        outcome = result.status
+        d.store.audit(user, channel, node, tool, preset, outcome, result.error or "")
         rendered, files = message.diagnostic_message(node, tool, result)
         status.finish(rendered)
         return outcome, (status.channel, thread_ts or status.ts), files
 
-    def hang(self, client: Any, user: str, channel: str, thread_ts: str | None,
-             nodes: list[str], respond: Any = None, told_refused: bool = False,
+    def hang(self, client: WebClient, user: str, channel: str, thread_ts: str | None,
+             nodes: list[str], respond: Respond | None = None, told_refused: bool = False,
              lang: str | None = None) -> str:
         """`/nccl hang NODES` and the "Why is it stuck?" button: the `hang` diagnostic on every
         node at once, triangulated into one answer posted in the thread. On-call only, each

@@ -13,12 +13,15 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bot.logs.flight_recorder import looks_like_dump
 from bot.logs.sources import looks_binary
 from tools.units import format_size
+
+if TYPE_CHECKING:
+    from bot.slack.payloads import SlackFile
 
 LOG_SUFFIXES = (".log", ".txt", ".gz", ".zip", ".out", ".err", ".pkl", ".pickle", ".json")
 #: Flight Recorder dumps as torch names them (`TORCH_FR_DUMP_TEMP_FILE` + rank).
@@ -52,7 +55,7 @@ class Fingerprint:
     def __init__(self) -> None:
         self.raw = hashlib.sha256()
         self._plain = hashlib.sha256()
-        self._gz: Any = None
+        self._gz: zlib._Decompress | None = None
         self._gz_ok = True
         self._zip = False
         self._raw_n = self._out_n = 0
@@ -68,18 +71,19 @@ class Fingerprint:
             self._gunzip(chunk)
 
     def _gunzip(self, data: bytes) -> None:
+        gz = self._gz
         try:
-            while data and self._gz_ok:
-                out = self._gz.decompress(data, CHUNK)
+            while gz is not None and data and self._gz_ok:
+                out = gz.decompress(data, CHUNK)
                 self._out_n += len(out)
                 self._plain.update(out)
                 if self._out_n > self.MAX_RATIO * max(self._raw_n, CHUNK):
                     self._gz_ok = False
-                if self._gz.eof:  # the next gzip member, if any
-                    data = self._gz.unused_data
-                    self._gz = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                if gz.eof:  # the next gzip member, if any
+                    data = gz.unused_data
+                    gz = self._gz = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 else:
-                    data = self._gz.unconsumed_tail
+                    data = gz.unconsumed_tail
         except zlib.error:
             self._gz_ok = False
 
@@ -113,15 +117,13 @@ def safe_name(name: str) -> str:
     return base[:120] or "log.txt"
 
 
-def precheck(file: dict[str, Any], max_bytes: int) -> str | None:
+def precheck(file: SlackFile, max_bytes: int) -> str | None:
     """Why a Slack file object is not worth downloading, or None."""
-    name = file.get("name") or file.get("title") or file.get("id", "file")
-    size = int(file.get("size") or 0)
-    if file.get("mode") in ("tombstone", "hidden_by_limit") or file.get("is_external"):
+    size = file.size or 0
+    if file.mode in ("tombstone", "hidden_by_limit") or file.is_external:
         return "is not available to the bot (deleted, external or hidden)"
-    lower = name.lower()
-    is_text = file.get("filetype") in ("text", "log") or str(
-        file.get("mimetype", "")).startswith("text/")
+    lower = file.label.lower()
+    is_text = file.filetype in ("text", "log") or (file.mimetype or "").startswith("text/")
     if not lower.endswith(LOG_SUFFIXES) and not is_text and not DUMP_NAME.search(lower):
         return ("is not a log file (accepted: .log .txt .gz .zip, and Flight Recorder dumps "
                 "such as fr_trace_<rank>)")

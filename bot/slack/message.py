@@ -28,6 +28,7 @@ from bot.slack.blocks import (
     ACTION_UP,
     MAX_EVIDENCE,
     MAX_LINE,
+    Block,
     Rendered,
     assemble,
     button,
@@ -38,9 +39,11 @@ from bot.slack.blocks import (
     proposed_probes,
     suggested_text,
 )
+from bot.slack.payloads import DecideButton, LangButton, RunButton
 from bot.slack.resolve import ACTION_RESOLVE, seen_line
 from tools.probe.summary import probe_summary
 from tools.registry import TOOLS, default_preset, summarise
+from tools.result import Finding, ToolResult
 
 #: The first message's text (header, sections, context), in characters.
 FIRST_MAX = 800
@@ -218,14 +221,15 @@ def seen_title(title: str, source: str, category: str, lg: Lang) -> str:
         f"{_source_name(source)} ({cause})"
 
 
-def message_text(blocks: Sequence[dict[str, Any]]) -> str:
+def message_text(blocks: Sequence[Block]) -> str:
     """What a reader sees of the blocks, as text (header, sections, context; not buttons)."""
     out = []
     for b in blocks:
-        if b["type"] in ("header", "section"):
+        if b["type"] in ("header", "section") and "text" in b:
             out.append(b["text"]["text"])
         elif b["type"] == "context":
-            out += [e.get("text", "") for e in b["elements"]]
+            out += [t if isinstance(t := e.get("text", ""), str) else t["text"]
+                    for e in b.get("elements", [])]
     return "\n".join(out)
 
 
@@ -235,7 +239,7 @@ def first_message(answer: Answer, lang: str = "both", answer_id: str = "",
     lg = primary(lang)
     w = WORDS[lg]
     head = headline(answer, lg)
-    blocks: list[dict[str, Any]] = [{"type": "header",
+    blocks: list[Block] = [{"type": "header",
                                      "text": {"type": "plain_text", "text": head,
                                               "emoji": True}}]
     parts: list[str] = []
@@ -294,19 +298,19 @@ ACTION_DECIDE = "ncclbot_decide"
 ANSWER_WORDS = {"en": {"yes": "Yes", "no": "No"}, "zh": {"yes": "是", "no": "否"}}
 
 
-def deciding_buttons(answer: Answer, answer_id: str, lg: Lang) -> dict[str, Any]:
+def deciding_buttons(answer: Answer, answer_id: str, lg: Lang) -> Block:
     """One button per answer to the deciding question; a click is evidence (the value:
     the answer id, the question id and the answer)."""
     q = answer.deciding
     assert q is not None
     return {"type": "actions", "block_id": f"ncclbot_decide:{answer_id}",
             "elements": [button(ANSWER_WORDS[lg].get(a, a), f"{ACTION_DECIDE}:{a}",
-                                json.dumps({"a": answer_id, "q": q.id, "v": a}))
+                                DecideButton(a=answer_id, q=q.id, v=a).encode())
                          for a in q.answers]}
 
 
 def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
-                  ) -> dict[str, Any]:
+                  ) -> Block:
     """Details, other causes, the other language, diagnostics the finding calls for, and
     feedback (only on an answer that names a cause)."""
     w = WORDS[lg]
@@ -317,16 +321,16 @@ def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
     if more_causes or len(answer.root_causes) > 1:
         elements.append(button(w["other"], ACTION_OTHER, answer_id))
     if answer.root_causes:
-        elements.append(button(w["switch"], ACTION_LANG, json.dumps(
-            {"a": answer_id, "lang": other(lg)})))
+        elements.append(button(w["switch"], ACTION_LANG,
+                               LangButton(a=answer_id, lang=other(lg)).encode()))
     for i, (tool, node, preset) in enumerate(finding_probes(answer)):
         label = (f"Run {tool} on {node}" if preset == default_preset(tool)
                  else f"Run {tool} {preset} on {node}")
-        elements.append(button(label, f"{ACTION_PROBE}:{i}", json.dumps(
-            {"node": node, "tool": tool, "preset": preset, "a": answer_id})))
+        elements.append(button(label, f"{ACTION_PROBE}:{i}", RunButton(
+            node=node, tool=tool, preset=preset, a=answer_id).encode()))
     if hosts := stuck_hosts(answer):
-        elements.append(button(w["why_stuck"], f"{ACTION_PROBE}:hang", json.dumps(
-            {"nodes": hosts, "tool": "hang", "a": answer_id})))
+        elements.append(button(w["why_stuck"], f"{ACTION_PROBE}:hang", RunButton(
+            nodes=hosts, tool="hang", a=answer_id).encode()))
     if has_cause:
         elements.append(button(w["helpful"], ACTION_UP, answer_id))
         elements.append(button(w["not_helpful"], ACTION_DOWN, answer_id))
@@ -444,8 +448,7 @@ def follow_up_message(text: str, lang: str, answer_id: str = "",
     """A short reply to a follow-up question (at most `FOLLOW_UP_MAX` characters)."""
     lg = primary(lang)
     body = shorten(text, FOLLOW_UP_MAX)
-    blocks: list[dict[str, Any]] = [{"type": "section",
-                                     "text": {"type": "mrkdwn", "text": esc(body)}}]
+    blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": esc(body)}}]
     if cards:
         blocks.append(context(f"{WORDS[lg]['from']}: " + ", ".join(f"`{c}`" for c in cards)))
     if answer_id:
@@ -485,22 +488,20 @@ class Attachment:
     content: bytes
 
 
-def _findings(result: dict[str, Any]) -> list[dict[str, Any]]:
-    found = list(result.get("findings") or [])
-    return sorted(found, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 3))
+def _findings(result: ToolResult) -> list[Finding]:
+    return sorted(result.findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
 
 
-def diagnostic_message(node: str, tool: str, result: dict[str, Any]
+def diagnostic_message(node: str, tool: str, result: ToolResult
                        ) -> tuple[Rendered, list[Attachment]]:
     """A node diagnostic's result: the verdict first, findings, a compact table (probe);
     the raw result (and the probe's busbw chart) as files, never as message text."""
-    status = str(result.get("status", "error"))
+    status = result.status
     icon = ICONS.get(status, ":x:")
     findings = _findings(result)
-    data = result.get("data") or {}
-    rows = list(data.get("results") or []) if tool == "probe" else []
-    if result.get("error"):
-        verdict = str(result["error"])[:300]
+    rows = list(result.data.get("results") or []) if tool == "probe" else []
+    if result.error:
+        verdict = result.error[:300]
     elif tool == "probe":
         verdict = probe_summary(rows)[0]
     else:  # the tool's own one-line summary (its ToolSpec)
@@ -508,13 +509,14 @@ def diagnostic_message(node: str, tool: str, result: dict[str, Any]
     texts = [f"{icon} *{tool}* on `{esc(node)}` ({status}): {esc(verdict)}"]
     if findings:
         texts.append("*Findings*\n" + "\n".join(
-            f"• [{f.get('severity')}] {esc(str(f.get('message')))}"
-            + (f" (card `{f['card']}`)" if f.get("card") else "") for f in findings[:8]))
+            f"• [{f.severity}] {esc(f.message)}"
+            + (f" (card `{f.card}`)" if f.card else "") for f in findings[:8]))
     if rows:
         texts.append("```" + code("\n".join(probe_summary(rows)[1])) + "```")
-    notes = [f"invocation: {result['invocation']}"] if result.get("invocation") else []
+    notes = [f"invocation: {result.invocation}"] if result.invocation else []
     files = [Attachment(f"{tool}-{node}.json", f"{tool} on {node}: the whole result",
-                        json.dumps(result, ensure_ascii=False, indent=1).encode())]
+                        json.dumps(result.model_dump(mode="json"), ensure_ascii=False,
+                                   indent=1).encode())]
     if rows:
         chart = busbw_chart(rows, f"{tool} on {node}")
         if isinstance(chart, bytes):

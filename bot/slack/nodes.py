@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
 from bot.errors import NodeError
 from tools.registry import TOOLS, preset_params
+
+if TYPE_CHECKING:
+    from tools.agent.models import StatusReply
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 #: run(node, tool, params, user) -> ToolResult as a dict; raises NodeError (a
 #: `bot.nodes.runner.NodeRunner` underneath, see `make_runner`).
 NodeRunner = Callable[[str, str, dict[str, Any], str], dict[str, Any]]
-#: status(node, user) -> the agent's /v1/probe/status reply; raises NodeError.
-ProbeStatus = Callable[[str, str], dict[str, Any]]
+#: status(node, user) -> the agent's /v1/probe/status reply; raises NodeError (and
+#: pydantic's ValidationError for a reply that is not one).
+ProbeStatus = Callable[[str, str], "StatusReply"]
 
 
 def params_for(tool: str, preset: str | None) -> dict[str, Any]:
@@ -63,25 +67,25 @@ def make_runner(settings: Settings) -> NodeRunner:
 def make_status_reader(settings: Settings) -> ProbeStatus:
     """Asks a node's agent how far its running probe has got (for the status message)."""
     from bot.nodes.runner import NodeRunner as Runner
+    from tools.agent.models import StatusReply
 
     runner = Runner(settings)
 
-    def status(node: str, user: str) -> dict[str, Any]:
-        return runner.status(node, user)
+    def status(node: str, user: str) -> StatusReply:
+        return StatusReply.model_validate(runner.status(node, user))
 
     return status
 
 
-def progress_text(status: dict[str, Any] | None, user: str) -> str | None:
+def progress_text(status: StatusReply | None, user: str) -> str | None:
     """"step 3/8: all_reduce, 4.2 MB" for `user`'s running probe; None when not known."""
-    prog = (status or {}).get("progress")
-    if not status or not status.get("running") or status.get("holder") != user or not prog:
+    prog = status.progress if status else None
+    if not status or not status.running or status.holder != user or prog is None:
         return None
     from bot.slack.files import human
 
-    if prog.get("step", 0) <= 0:
-        return f"starting {prog.get('ranks', 0)} rank(s), step 0/{prog.get('steps')}"
-    if prog.get("collective") == "finish":
-        return f"all {prog.get('steps')} steps done, collecting results"
-    return (f"step {prog['step']}/{prog.get('steps')}: {prog.get('collective')}, "
-            f"{human(prog.get('bytes') or 0)}")
+    if prog.step <= 0:
+        return f"starting {prog.ranks} rank(s), step 0/{prog.steps}"
+    if prog.collective == "finish":
+        return f"all {prog.steps} steps done, collecting results"
+    return f"step {prog.step}/{prog.steps}: {prog.collective}, {human(prog.bytes)}"

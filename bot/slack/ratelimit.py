@@ -6,7 +6,10 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 
 class RateLimiter:
@@ -46,7 +49,7 @@ class Limits:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Limits:
+    def from_settings(cls, settings: Settings) -> Limits:
         """NCCLBOT_SLACK_ASKS_PER_USER, _PROBES_PER_USER, _PROBES_PER_NODE per
         NCCLBOT_SLACK_RATE_WINDOW_S seconds."""
         window = float(settings.slack_rate_window_s)

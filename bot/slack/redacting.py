@@ -12,26 +12,35 @@ channel run those nodes); only the model sees placeholders for them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from slack_bolt import BoltResponse
 from slack_bolt.context.ack import Ack
 from slack_bolt.context.respond import Respond
 from slack_sdk import WebClient
+from slack_sdk.web import SlackResponse
+from slack_sdk.webhook import WebhookResponse
 
 from bot.agent.redact_rules import strip_secrets
 
 #: Web API methods whose arguments are posted for people to read.
 POSTING = ("chat.", "views.", "files.")
+T = TypeVar("T")
 
 
-def scrub(obj: Any) -> Any:
-    """Every string in `obj` (nested dicts and lists) without secrets."""
+def scrub(obj: T) -> T:
+    """`obj` (a string, or JSON's nested dicts and lists) with every string in it stripped
+    of secrets; the same shape and type."""
+    return cast(T, _scrub(obj))
+
+
+def _scrub(obj: object) -> object:
     if isinstance(obj, str):
         return strip_secrets(obj)
     if isinstance(obj, dict):
-        return {k: scrub(v) for k, v in obj.items()}
+        return {k: _scrub(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return type(obj)(scrub(v) for v in obj)
+        return type(obj)(_scrub(v) for v in obj)
     return obj
 
 
@@ -56,16 +65,17 @@ def redacting_copy(client: WebClient) -> RedactingWebClient:
 class RedactingWebClient(WebClient):
     """A WebClient that strips secrets from everything it posts."""
 
-    def api_call(self, api_method: str, *, http_verb: str = "POST", files: dict[str, Any] | None
-                 = None, data: dict[str, Any] | None = None, params: dict[str, Any] | None = None,
-                 json: dict[str, Any] | None = None, headers: dict[str, Any] | None = None,
-                 auth: dict[str, Any] | None = None) -> Any:
+    def api_call(self, api_method: str, *, http_verb: str = "POST",
+                 files: dict[str, object] | None = None, data: dict[str, object] | None = None,
+                 params: dict[str, object] | None = None, json: dict[str, object] | None = None,
+                 headers: dict[str, str] | None = None, auth: dict[str, str] | None = None
+                 ) -> SlackResponse:
         if api_method.startswith(POSTING):
             data, params, json = scrub(data), scrub(params), scrub(json)
         return super().api_call(api_method, http_verb=http_verb, files=files, data=data,
                                 params=params, json=json, headers=headers, auth=auth)
 
-    def files_upload_v2(self, **kwargs: Any) -> Any:
+    def files_upload_v2(self, **kwargs: Any) -> SlackResponse:
         content = kwargs.get("content")
         if isinstance(content, str):
             kwargs["content"] = strip_secrets(content)
@@ -81,7 +91,7 @@ class RedactingRespond(Respond):
     """bolt's `respond()` (a POST to the request's response_url), secrets stripped."""
 
     def __call__(self, text: str | dict[str, Any] = "", blocks: Any = None,
-                 attachments: Any = None, *args: Any, **kwargs: Any) -> Any:
+                 attachments: Any = None, *args: Any, **kwargs: Any) -> WebhookResponse:
         return super().__call__(scrub(text), scrub(blocks), scrub(attachments), *args,
                                 **scrub(kwargs))
 
@@ -93,6 +103,6 @@ class RedactingAck(Ack):
         super().__init__()  # type: ignore[no-untyped-call]
 
     def __call__(self, text: str | dict[str, Any] = "", blocks: Any = None,
-                 attachments: Any = None, *args: Any, **kwargs: Any) -> Any:
+                 attachments: Any = None, *args: Any, **kwargs: Any) -> BoltResponse:
         return super().__call__(scrub(text), scrub(blocks), scrub(attachments), *args,
                                 **scrub(kwargs))

@@ -8,7 +8,6 @@ resolution can never format, link or ping anything in a later answer.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +15,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bot.contract import Answer, SimilarIncident
-from bot.slack.blocks import button, context, esc
+from bot.slack.blocks import Block, Element, Option, View, button, context, esc
+from bot.slack.payloads import FormMeta, SubmittedView
 
 ACTION_RESOLVE = "ncclbot_resolve"
 ACTION_CORRECT = "ncclbot_resolve_correct"
@@ -109,62 +109,73 @@ def cause_choices(answer: Answer | None, cards: Sequence[tuple[str, str, str]],
     return [(label, items) for label, items in groups if items]
 
 
-def _option(c: Choice) -> dict[str, Any]:
+def _option(c: Choice) -> Option:
     text = c.label if len(c.label) <= MAX_OPTION else c.label[: MAX_OPTION - 1] + "…"
     return {"text": {"type": "plain_text", "text": text}, "value": c.value[:150]}
 
 
+@dataclass(frozen=True)
+class FormFill:
+    """What the form starts with when it corrects a resolution."""
+
+    value: str = ""
+    title: str = ""
+    category: str = ""
+    fix: str = ""
+    link: str = ""
+
+
 def resolve_modal(answer_id: str, channel: str, thread_ts: str,
                   groups: list[tuple[str, list[Choice]]], categories: Sequence[tuple[str, str]],
-                  current: dict[str, str] | None = None) -> dict[str, Any]:
+                  current: FormFill | None = None) -> View:
     """The form: the cause, a title and category for something new, what fixed it, a link.
-    `current` (value, title, category, fix, link) fills it in to correct a resolution."""
-    cur = current or {}
-    select: dict[str, Any] = {"type": "static_select", "action_id": "value",
+    `current` fills it in to correct a resolution."""
+    cur = current or FormFill()
+    select: Element = {"type": "static_select", "action_id": "value",
                               "placeholder": {"type": "plain_text", "text": "Pick the cause"},
                               "option_groups": [{"label": {"type": "plain_text",
                                                            "text": label[:75]},
                                                  "options": [_option(c) for c in items]}
                                                 for label, items in groups]}
-    chosen = [c for _, items in groups for c in items if c.value == cur.get("value")]
+    chosen = [c for _, items in groups for c in items if c.value == cur.value]
     if chosen:
         select["initial_option"] = _option(chosen[0])
-    new_cat: dict[str, Any] = {"type": "static_select", "action_id": "value",
+    new_cat: Element = {"type": "static_select", "action_id": "value",
                                "placeholder": {"type": "plain_text", "text": "Category"},
                                "options": [_option(Choice(cid, name))
                                            for cid, name in categories][:100]}
-    if cur.get("category"):
-        match = [Choice(cid, name) for cid, name in categories if cid == cur["category"]]
+    if cur.category:
+        match = [Choice(cid, name) for cid, name in categories if cid == cur.category]
         if match:
             new_cat["initial_option"] = _option(match[0])
 
     def text_input(block: str, label: str, limit: int, optional: bool, multiline: bool = False,
-                   initial: str | None = None) -> dict[str, Any]:
-        element: dict[str, Any] = {"type": "plain_text_input", "action_id": "value",
+                   initial: str | None = None) -> Block:
+        element: Element = {"type": "plain_text_input", "action_id": "value",
                                    "max_length": limit, "multiline": multiline}
         if initial:
             element["initial_value"] = initial[:limit]
         return {"type": "input", "block_id": block, "optional": optional,
                 "label": {"type": "plain_text", "text": label}, "element": element}
 
-    link: dict[str, Any] = {"type": "url_text_input", "action_id": "value"}
-    if cur.get("link"):
-        link["initial_value"] = cur["link"]
+    link: Element = {"type": "url_text_input", "action_id": "value"}
+    if cur.link:
+        link["initial_value"] = cur.link
     return {
         "type": "modal", "callback_id": VIEW_RESOLVE,
-        "private_metadata": json.dumps({"a": answer_id, "c": channel, "t": thread_ts}),
+        "private_metadata": FormMeta(a=answer_id, c=channel, t=thread_ts).encode(),
         "title": {"type": "plain_text", "text": "Resolved"},
         "submit": {"type": "plain_text", "text": "Save"},
         "blocks": [
             {"type": "input", "block_id": "cause",
              "label": {"type": "plain_text", "text": "What was the cause?"}, "element": select},
             text_input("title", "Title (for something new)", 150, True,
-                       initial=cur.get("title")),
+                       initial=cur.title),
             {"type": "input", "block_id": "category", "optional": True,
              "label": {"type": "plain_text", "text": "Category (for something new)"},
              "element": new_cat},
             text_input("fix", "What fixed it?", 500, False, multiline=True,
-                       initial=cur.get("fix")),
+                       initial=cur.fix),
             {"type": "input", "block_id": "link", "optional": True,
              "label": {"type": "plain_text", "text": "Link (PR, runbook, ticket)"},
              "element": link},
@@ -188,25 +199,18 @@ class Submission:
     link: str | None
 
 
-def read_submission(view: dict[str, Any]) -> tuple[Submission | None, dict[str, str]]:
-    """The form's values, or the errors to show beside its fields (block id -> message)."""
-    try:
-        meta = json.loads(view.get("private_metadata") or "{}")
-        values = (view.get("state") or {}).get("values") or {}
-        meta_ok = isinstance(meta, dict) and all(isinstance(meta.get(k), str) and meta.get(k)
-                                                 for k in ("a", "c", "t"))
-    except (ValueError, AttributeError):
-        meta, values, meta_ok = {}, {}, False
-
-    def field(block: str) -> dict[str, Any]:
-        got = values.get(block, {}).get("value") if isinstance(values, dict) else None
-        return got if isinstance(got, dict) else {}
-
-    cause = (field("cause").get("selected_option") or {}).get("value") or ""
-    category = (field("category").get("selected_option") or {}).get("value")
-    title = str(field("title").get("value") or "").strip()
-    fix = str(field("fix").get("value") or "").strip()
-    link = str(field("link").get("value") or "").strip() or None
+def read_submission(view: SubmittedView | None
+                    ) -> tuple[Submission | None, dict[str, str]]:
+    """The form's values, or the errors to show beside its fields (block id -> message).
+    `view` None: the submission could not be read at all."""
+    view = view or SubmittedView()
+    meta = FormMeta.decode(view.private_metadata)
+    meta_ok = meta is not None and bool(meta.a and meta.c and meta.t)
+    cause = view.input("cause").selected or ""
+    category = view.input("category").selected
+    title = (view.input("title").value or "").strip()
+    fix = (view.input("fix").value or "").strip()
+    link = (view.input("link").value or "").strip() or None
     errors: dict[str, str] = {}
     if not meta_ok:
         errors["fix"] = "This form is malformed; press Resolved on the answer again."
@@ -220,20 +224,18 @@ def read_submission(view: dict[str, Any]) -> tuple[Submission | None, dict[str, 
         errors["fix"] = "Say in a line or two what fixed it."
     if link and safe_url(link) is None:
         errors["link"] = "A link must start with http:// or https://."
-    if errors:
+    if errors or meta is None:
         return None, errors
-    return Submission(meta["a"], meta["c"], meta["t"], cause, title,
-                      str(category) if category else None, fix, link), {}
+    return Submission(meta.a, meta.c, meta.t, cause, title, category or None, fix, link), {}
 
 
 def resolved_message(incident_id: str, who: str, cause: str, fix: str, corrected: bool,
-                     label_note: str = "") -> tuple[list[dict[str, Any]], str]:
+                     label_note: str = "") -> tuple[list[Block], str]:
     """The thread's note that it is resolved, with Correct and Forget."""
     verb = "corrected" if corrected else "resolved"
     text = (f":white_check_mark: {user_ref(who)} {verb} this thread: `{esc(cause)}` — fixed by "
             f"{inert(fix)}. Later answers to the same failure will name it first.")
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn",
-                                                                 "text": text}}]
+    blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
     blocks.append(context(f"Saved as `{incident_id}`." + (f" {label_note}" if label_note
                                                           else "")))
     blocks.append({"type": "actions", "block_id": f"ncclbot_resolved:{incident_id}",

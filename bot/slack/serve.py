@@ -16,10 +16,11 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from slack_bolt import App, BoltRequest
+from typing_extensions import NotRequired, Required, TypedDict
 
 from bot.errors import ConfigError
 from tools.agent.door import Door, DoorLimits, RefusalLog, guarded_protocol
@@ -27,6 +28,42 @@ from tools.agent.door import Door, DoorLimits, RefusalLog, guarded_protocol
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
 MAX_BODY = 4 * 2**20
+
+
+class Scope(TypedDict, total=False):
+    """The parts of an ASGI connection scope read here (https://asgi.readthedocs.io)."""
+
+    type: Required[str]
+    path: str
+    method: str
+    headers: list[tuple[bytes, bytes]]
+    client: tuple[str, int] | None
+    query_string: bytes
+
+
+class Message(TypedDict, total=False):
+    """An ASGI event either way: `http.request` and `http.disconnect` in,
+    `http.response.start` and `http.response.body` out, and the lifespan events."""
+
+    type: Required[str]
+    body: bytes
+    more_body: bool
+    status: int
+    headers: list[tuple[bytes, bytes]]
+
+
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class HealthState(TypedDict):
+    """What GET /healthz reports."""
+
+    ready: bool
+    store: bool
+    socket_connected: NotRequired[bool]
+    warm_error: NotRequired[str]
 
 
 class Health:
@@ -41,8 +78,8 @@ class Health:
         if ready:
             self.ready.set()
 
-    def status(self) -> tuple[bool, dict[str, Any]]:
-        state: dict[str, Any] = {"ready": self.ready.is_set(), "store": bool(self.store_ping())}
+    def status(self) -> tuple[bool, HealthState]:
+        state: HealthState = {"ready": self.ready.is_set(), "store": bool(self.store_ping())}
         if self.connected is not None:
             state["socket_connected"] = bool(self.connected())
         ok = all(state.values())
@@ -61,7 +98,7 @@ BODY_TIMEOUT_S = LIMITS.body_timeout_s
 _DIGITS = re.compile(r"^\d{1,12}$")
 
 
-async def _reply(send: Any, status: int, body: bytes,
+async def _reply(send: Send, status: int, body: bytes,
                  headers: dict[str, str | Sequence[str]] | None = None) -> None:
     raw: list[tuple[bytes, bytes]] = [(b"content-length", str(len(body)).encode())]
     for k, v in (headers or {}).items():
@@ -73,7 +110,7 @@ async def _reply(send: Any, status: int, body: bytes,
     await send({"type": "http.response.body", "body": body})
 
 
-async def _read_body(receive: Any, limit: int) -> bytes | None:
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
     """The request body, or None when it grows past `limit` (the rest is not read);
     ConnectionError when the client goes away first."""
     chunks: list[bytes] = []
@@ -93,14 +130,14 @@ async def _read_body(receive: Any, limit: int) -> bytes | None:
 
 def refusal_log() -> RefusalLog:
     """Refusals at the Slack door, as rate-bounded JSON lines in the log (warning)."""
-    def write(**fields: Any) -> None:
+    def write(**fields: object) -> None:
         log.warning("slack door: %s", json.dumps(fields, default=str))
 
     return RefusalLog(write, detail_lines=5)
 
 
 def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None = None,
-               max_body: int = MAX_BODY, door: Door | None = None) -> Any:
+               max_body: int = MAX_BODY, door: Door | None = None) -> ASGIApp:
     """The ASGI application uvicorn serves: POST `path` goes to bolt (signature checked,
     503 until warmed up), GET /healthz and /livez. Malformed requests get a clean 4xx
     before anything else: a Content-Length that is not a number (or is too large) is
@@ -112,7 +149,7 @@ def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None =
     state: Health = health or Health(ready=True)
     gate = door or Door(LIMITS, refusal_log())
 
-    async def refuse(send: Any, remote: str, route: str, status: int, body: bytes,
+    async def refuse(send: Send, remote: str, route: str, status: int, body: bytes,
                      headers: dict[str, str | Sequence[str]] | None = None) -> None:
         gate.refusals.record(remote, str(status), body.decode("utf-8", "replace"),
                              detail={"event": "refused", "remote": remote, "path": route[:200],
@@ -120,7 +157,7 @@ def slack_asgi(app: App | None, path: str = EVENTS_PATH, health: Health | None =
                                      "reason": body.decode("utf-8", "replace")})
         await _reply(send, status, body, {"connection": "close", **(headers or {})})
 
-    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
@@ -275,7 +312,22 @@ def serve_http(app: App, host: str, port: int, health: Health,
         server.stop()
 
 
-def socket_handler(app: App, app_token: str | None) -> Any:
+class _SocketClient(Protocol):
+    def is_connected(self) -> bool: ...
+
+
+class SocketHandler(Protocol):
+    """What is used of bolt's `SocketModeHandler` (its own methods are untyped)."""
+
+    @property
+    def client(self) -> _SocketClient: ...
+
+    def connect(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def socket_handler(app: App, app_token: str | None) -> SocketHandler:
     if not app_token:
         raise ConfigError("SLACK_APP_TOKEN is not set (Socket Mode needs an xapp- token)",
                           hint="Create an app-level token with connections:write, or run "

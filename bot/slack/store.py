@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from bot.contract import Answer
 from bot.db import Database, SqliteDatabase, open_database
@@ -18,6 +18,19 @@ from bot.threads import SqlThreadStore, ThreadState
 
 if TYPE_CHECKING:
     from bot.config import Settings
+
+
+class AuditRow(TypedDict):
+    """One line of the audit trail: who asked for what on which node, and how it ended."""
+
+    ts: float
+    user: str
+    channel: str | None
+    node: str
+    tool: str
+    preset: str | None
+    outcome: str
+    detail: str
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fingerprints (
@@ -195,11 +208,13 @@ class Store:
                        "VALUES (?,?,?,?,?,?,?,?)",
                        (time.time(), user, channel, node, tool, preset, outcome, detail[:2000]))
 
-    def audit_rows(self) -> list[dict[str, Any]]:
+    def audit_rows(self) -> list[AuditRow]:
         with self.db.tx() as db:
             rows = db.execute('SELECT ts,"user",channel,node,tool,preset,outcome,detail FROM '
                               'audit ORDER BY id')
-        return [dict(zip(rows.columns, r, strict=True)) for r in rows.rows]
+        return [AuditRow(ts=float(ts), user=user, channel=channel, node=node, tool=tool,
+                         preset=preset, outcome=outcome, detail=detail)
+                for ts, user, channel, node, tool, preset, outcome, detail in rows.rows]
 
     # Language preferences: scope is "user:U123" or "channel:C123".
     def set_lang(self, scope: str, lang: str | None) -> None:

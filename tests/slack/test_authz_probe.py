@@ -52,7 +52,7 @@ def test_probe_progress_shows_the_agents_step(slack: FakeSlack, probe_settings: 
     assert "peak busbw" in shown and "```" in shown and "all_reduce" in shown
     assert not re.search(r'[{\[]\s*"[^"]+"\s*:', shown)
     # the busbw chart and the whole result as files in the thread
-    slack.wait_for(lambda: len(slack.of("files.completeUploadExternal")) >= 2, 30)
+    slack.wait_for(lambda: len(slack.of("files.completeUploadExternal")) >= 2)
     assert any(v.startswith(b"\x89PNG") for v in slack.uploads.values())
     assert any(v.lstrip().startswith(b"{") and b"busbw_gbps" in v for v in slack.uploads.values())
     steps = [c.params.get("text", "") for c in slack.of("chat.update")]
@@ -68,12 +68,12 @@ def test_env_command_by_member_and_unknown_node(slack: FakeSlack, probe_app: Pos
     # the group's members are not known yet: the acknowledgement promises nothing
     assert status == 200 and "Checking that you may run `env` on `gpu-node07`" in body
     slack.wait_for(lambda: next((m for m in slack.messages.values()
-                                 if "*env* on" in block_text(m.get("blocks"))), None), 30)
+                                 if "*env* on" in block_text(m.get("blocks"))), None))
     status, body = probe_app.command("topo nosuchnode", user="UBOB")
     assert "Starting `topo` on `nosuchnode`" in body  # membership is cached now
     slack.wait_for(lambda: next((m for m in slack.messages.values()
                                  if "nosuchnode" in block_text(m.get("blocks"))
-                                 and "error" in block_text(m.get("blocks"))), None), 30)
+                                 and "error" in block_text(m.get("blocks"))), None))
 
 
 def test_xid_command_by_member(slack: FakeSlack, probe_app: Poster,
@@ -123,7 +123,7 @@ def test_rate_limited_and_busy_are_audited(slack: FakeSlack, probe_settings: Any
     with serving(app, settings) as poster:
         poster.command("topo gpu-node07", user="UBOB")
         slack.wait_for(lambda: next((m for m in slack.messages.values()
-                                     if "*topo* on" in block_text(m.get("blocks"))), None), 30)
+                                     if "*topo* on" in block_text(m.get("blocks"))), None))
         poster.command("env gpu-node07", user="UBOB")
         limited = slack.wait_call("chat.postEphemeral", lambda p: "Not now" in p["text"])
         assert "too many diagnostics" in limited["text"]
@@ -171,9 +171,9 @@ def test_a_replayed_slash_command_or_button_runs_nothing_twice(
     signed = sign(click_body)
     for _ in range(2):  # the request, then its replay once the first has finished
         assert probe_app.post(body, "application/x-www-form-urlencoded", headers)[0] == 200
-        slack.wait_for(lambda: results("env"), 30)
+        slack.wait_for(lambda: results("env"))
         assert probe_app.post(click_body, "application/x-www-form-urlencoded", signed)[0] == 200
-        slack.wait_for(lambda: results("xid"), 30)
+        slack.wait_for(lambda: results("xid"))
         time.sleep(1.0)
     rows = Store(probe_app.settings.state_db).audit_rows()  # type: ignore[attr-defined]
     assert [(r["tool"], r["outcome"]) for r in rows if r["outcome"] == "started"] == [

@@ -229,18 +229,22 @@ def test_answerer_turns_any_failure_into_an_answer() -> None:
 
 def test_probe_progress_text_is_only_for_the_askers_running_probe() -> None:
     from bot.slack.nodes import progress_text
+    from tools.agent.models import StatusReply
 
+    def reply(**fields: object) -> StatusReply:  # the agent's JSON, read as the bot reads it
+        return StatusReply.model_validate(fields)
+
+    prog = {"step": 3, "steps": 8, "collective": "all_reduce", "bytes": 4_200_000, "ranks": 8}
     running = {"running": True, "holder": "slack:UBOB", "since": "2026-11-23T10:00:00+00:00",
-               "progress": {"step": 3, "steps": 8, "collective": "all_reduce",
-                            "bytes": 4_200_000, "ranks": 8}}
-    assert progress_text(running, "slack:UBOB") == "step 3/8: all_reduce, 4.01 MiB"
-    assert progress_text(running, "slack:UEVE") is None  # someone else's probe
-    assert progress_text({"running": False}, "slack:UBOB") is None
-    assert progress_text({**running, "progress": None}, "slack:UBOB") is None
-    start = {**running, "progress": {**running["progress"], "step": 0, "collective": "init"}}
-    assert progress_text(start, "slack:UBOB") == "starting 8 rank(s), step 0/8"
-    done = {**running, "progress": {**running["progress"], "step": 8, "collective": "finish"}}
-    assert progress_text(done, "slack:UBOB") == "all 8 steps done, collecting results"
+               "progress": prog}
+    assert progress_text(reply(**running), "slack:UBOB") == "step 3/8: all_reduce, 4.01 MiB"
+    assert progress_text(reply(**running), "slack:UEVE") is None  # someone else's probe
+    assert progress_text(reply(running=False), "slack:UBOB") is None
+    assert progress_text(reply(**{**running, "progress": None}), "slack:UBOB") is None
+    start = {**running, "progress": {**prog, "step": 0, "collective": "init"}}
+    assert progress_text(reply(**start), "slack:UBOB") == "starting 8 rank(s), step 0/8"
+    done = {**running, "progress": {**prog, "step": 8, "collective": "finish"}}
+    assert progress_text(reply(**done), "slack:UBOB") == "all 8 steps done, collecting results"
 
 
 def test_seen_before_lists_linked_past_incidents_with_their_fix() -> None:

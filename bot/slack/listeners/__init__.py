@@ -4,30 +4,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from slack_bolt import BoltRequest, BoltResponse
+from slack_bolt import App, BoltRequest, BoltResponse
 
 from bot.slack.conversation import Conversation
 from bot.slack.deps import Deps
 from bot.slack.diagnostics import Diagnostics
 from bot.slack.listeners import actions, commands, deciding, mentions, resolve
+from bot.slack.payloads import Envelope, Payload
 
 log = logging.getLogger(__name__)
 
 
-def once_key(body: dict[str, Any], request: BoltRequest) -> str | None:
+def once_key(body: Payload, request: BoltRequest) -> str | None:
     """What makes a request unique, so a repeat is recognised: the event id of an event, the
     trigger id of a slash command, button or dialog (a replay of a signed request carries the
     same one), else the signed request itself (signature and timestamp)."""
-    if body.get("type") == "event_callback":
-        return f"event:{body['event_id']}" if body.get("event_id") else None
-    actions = body.get("actions") or [{}]
-    trigger = body.get("trigger_id")
-    if trigger:
-        kind = "action" if body.get("type") == "block_actions" else (
-            "view" if body.get("type") == "view_submission" else "command")
-        return f"{kind}:{trigger}:{actions[0].get('action_ts', '')}"
+    env = Envelope.read(body, "request") or Envelope()
+    if env.type == "event_callback":
+        return f"event:{env.event_id}" if env.event_id else None
+    if env.trigger_id:
+        kind = "action" if env.type == "block_actions" else (
+            "view" if env.type == "view_submission" else "command")
+        first = env.actions[0].action_ts if env.actions else ""
+        return f"{kind}:{env.trigger_id}:{first}"
     sig = (request.headers.get("x-slack-signature") or [""])[0]
     stamp = (request.headers.get("x-slack-request-timestamp") or [""])[0]
     return f"signed:{stamp}:{sig}" if sig else None
@@ -40,7 +40,7 @@ def skip_repeats(deps: Deps) -> Callable[..., BoltResponse | None]:
     minutes: none of them runs anything twice. The keys are kept in the state database, so
     this holds across restarts and replicas sharing it."""
 
-    def middleware(body: dict[str, Any], request: BoltRequest, next_: Callable[[], None]
+    def middleware(body: Payload, request: BoltRequest, next_: Callable[[], None]
                    ) -> BoltResponse | None:
         key = once_key(body, request)
         if key and not deps.store.claim_event(key):
@@ -54,7 +54,7 @@ def skip_repeats(deps: Deps) -> Callable[..., BoltResponse | None]:
     return middleware
 
 
-def register(app: Any, deps: Deps) -> None:
+def register(app: App, deps: Deps) -> None:
     conv, diag = Conversation(deps), Diagnostics(deps)
     app.middleware(skip_repeats(deps))
     mentions.register(app, deps, conv)

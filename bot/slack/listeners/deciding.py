@@ -5,16 +5,18 @@ saying who answered what."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from typing import Any
+
+from slack_bolt import Ack, App, Respond
+from slack_sdk import WebClient
 
 from bot.knowledge.taxonomy import question as deciding_question
 from bot.slack import blocks, message
 from bot.slack.conversation import Conversation, logs_key, merge_candidates
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.lang import choose
+from bot.slack.payloads import BlockAction, DecideButton, on_action
 from bot.slack.store import thread_id
 from bot.troubleshooter import Question
 from tools.redact import redact_text
@@ -25,37 +27,28 @@ ANSWERED = {"en": "<@{user}> answered “{q}”: *{a}*. The answer below takes i
             "zh": "<@{user}> 回答了“{q}”：*{a}*。下面的答案已据此更新。"}
 
 
-def _where(body: dict[str, Any]) -> tuple[str, str, str | None]:
-    msg = body.get("message") or {}
-    channel = (body.get("channel") or {}).get("id") or body.get("container", {}).get(
-        "channel_id", "")
-    return body["user"]["id"], channel, msg.get("thread_ts") or msg.get("ts")
-
-
 def parse_value(value: str) -> tuple[str, str, str] | None:
     """(answer id, question id, answer) from a button's value; None when it is not one of
     ours (an unknown question or answer, a malformed id)."""
-    try:
-        v = json.loads(value or "{}")
-        answer_id, qid, said = str(v["a"]), str(v["q"]), str(v["v"])
-    except (ValueError, KeyError, TypeError, AttributeError):
+    v = DecideButton.decode(value)
+    if v is None:
         return None
-    q = deciding_question(qid)
-    if not ANSWER_ID.fullmatch(answer_id) or q is None or said not in q.answers:
+    q = deciding_question(v.q)
+    if not ANSWER_ID.fullmatch(v.a) or q is None or v.v not in q.answers:
         return None
-    return answer_id, qid, said
+    return v.a, v.q, v.v
 
 
-def register(app: Any, deps: Deps, conv: Conversation) -> None:
-    def ack_only(ack: Any) -> None:
+def register(app: App, deps: Deps, conv: Conversation) -> None:
+    def ack_only(ack: Ack) -> None:
         ack()
 
-    def decide(body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
-        user, channel, thread_ts = _where(body)
-        parsed = parse_value(str(action.get("value") or ""))
+    def decide(click: BlockAction, client: WebClient, respond: Respond | None) -> None:
+        user, channel, thread_ts = click.user_id, click.channel_id, click.thread_ts
+        parsed = parse_value(click.value)
         if parsed is None or not thread_ts:
             deps.store.audit(user, channel, "?", "decide", None, "invalid",
-                             f"malformed button: {redact_text(str(action.get('value'))[:200])}")
+                             f"malformed button: {redact_text(str(click.action.value)[:200])}")
             ephemeral(client, channel, user, "That button is malformed; ask again.")
             return
         answer_id, qid, said = parsed
@@ -82,24 +75,25 @@ def register(app: Any, deps: Deps, conv: Conversation) -> None:
             rendered = message.first_message(answer, lang, new_id, [])
             client.chat_postMessage(channel=channel, thread_ts=thread_ts,
                                     text=rendered.text,
-                                    blocks=[blocks.context(note), *rendered.blocks])
+                                    blocks=blocks.wire([blocks.context(note),
+                                                        *rendered.blocks]))
             ctx = deps.store.context(channel, thread_ts)
             ctx.last_answer_id = new_id
             ctx.candidates = merge_candidates(ctx.candidates, answer)
             deps.store.save_context(channel, thread_ts, ctx)
-        answered(body, client, note)
+        answered(click, client, note)
 
-    def answered(body: dict[str, Any], client: Any, note: str) -> None:
+    def answered(click: BlockAction, client: WebClient, note: str) -> None:
         """The old answer's question buttons give way to who answered what (cosmetic)."""
-        msg = body.get("message") or {}
-        if not msg.get("ts"):
+        msg = click.message
+        if msg is None or not msg.ts:
             return
-        kept = [b if not str(b.get("block_id", "")).startswith("ncclbot_decide:")
-                else blocks.context(note) for b in msg.get("blocks") or []]
+        kept = [b if not b.get("block_id", "").startswith("ncclbot_decide:")
+                else blocks.context(note) for b in msg.blocks]
         try:
-            client.chat_update(channel=_where(body)[1], ts=msg["ts"], blocks=kept,
-                               text=msg.get("text") or "ncclbot answer")
+            client.chat_update(channel=click.channel_id, ts=msg.ts, blocks=blocks.wire(kept),
+                               text=msg.text or "ncclbot answer")
         except Exception:
             log.debug("could not mark the deciding question answered", exc_info=True)
 
-    app.action(re.compile(f"^{message.ACTION_DECIDE}"))(ack=ack_only, lazy=[decide])
+    app.action(re.compile(f"^{message.ACTION_DECIDE}"))(ack=ack_only, lazy=[on_action(decide)])

@@ -8,22 +8,18 @@ once; Resolved (or Correct) again opens the same form filled in, to correct it.
 from __future__ import annotations
 
 import logging
-from typing import Any
+
+from slack_bolt import Ack, App, Respond
+from slack_sdk import WebClient
 
 from bot.memory.model import LocalIncident, Role, capture
 from bot.memory.store import MemoryChangeError
 from bot.slack import blocks, resolve
 from bot.slack.authz import may_resolve
 from bot.slack.deps import Deps, ephemeral
+from bot.slack.payloads import BlockAction, Payload, ViewSubmission, on_action, on_view
 
 log = logging.getLogger(__name__)
-
-
-def _where(body: dict[str, Any]) -> tuple[str, str, str]:
-    msg = body.get("message") or {}
-    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
-        "channel_id", "")
-    return body["user"]["id"], str(channel), str(msg.get("thread_ts") or msg.get("ts") or "")
 
 
 def _cards() -> list[tuple[str, str, str]]:
@@ -38,15 +34,15 @@ def _categories() -> list[tuple[str, str]]:
     return [(c.id, c.en) for c in load_taxonomy()]
 
 
-def _current(inc: LocalIncident) -> dict[str, str]:
+def _current(inc: LocalIncident) -> resolve.FormFill:
     """The form's fields as a stored incident fills them (to correct it)."""
     value = f"card:{inc.card}" if inc.card else f"cat:{inc.category}"
-    return {"value": value, "title": inc.title, "category": inc.category,
-            "fix": inc.resolution, "link": inc.link or ""}
+    return resolve.FormFill(value=value, title=inc.title, category=inc.category,
+                            fix=inc.resolution, link=inc.link or "")
 
 
-def register(app: Any, deps: Deps) -> None:
-    def refuse(client: Any, user: str, channel: str, thread_ts: str, action: str,
+def register(app: App, deps: Deps) -> None:
+    def refuse(client: WebClient, user: str, channel: str, thread_ts: str, action: str,
                asker: str | None) -> None:
         assert deps.memory is not None
         deps.memory.audit(user, f"{action}-refused", "-", f"{channel}:{thread_ts}")
@@ -54,8 +50,8 @@ def register(app: Any, deps: Deps) -> None:
         ephemeral(client, channel, user, f"Only {who} or on-call people ({deps.authz.who()}) "
                   f"may {action} this thread.", thread_ts=thread_ts or None)
 
-    def open_form(client: Any, body: dict[str, Any], user: str, channel: str, thread_ts: str,
-                  answer_id: str, existing: LocalIncident | None) -> None:
+    def open_form(client: WebClient, click: BlockAction, user: str, channel: str,
+                  thread_ts: str, answer_id: str, existing: LocalIncident | None) -> None:
         memory = deps.memory
         assert memory is not None
         asker = memory.asker(channel, thread_ts)
@@ -69,33 +65,29 @@ def register(app: Any, deps: Deps) -> None:
         groups = resolve.cause_choices(answer, _cards(), categories, earlier)
         view = resolve.resolve_modal(answer_id, channel, thread_ts, groups, categories,
                                      _current(existing) if existing else None)
-        client.views_open(trigger_id=body["trigger_id"], view=view)
+        client.views_open(trigger_id=click.trigger_id, view=blocks.wire_view(view))
 
-    def on_resolve(ack: Any, body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
-        ack()
-        user, channel, thread_ts = _where(body)
+    def on_resolve(click: BlockAction, client: WebClient, respond: Respond | None) -> None:
+        user, channel, thread_ts = click.user_id, click.channel_id, click.thread_ts or ""
         if deps.memory is None or not thread_ts:
             ephemeral(client, channel, user, "Resolving is not available here.")
             return
         existing = deps.memory.for_thread(channel, thread_ts)
-        open_form(client, body, user, channel, thread_ts, str(action.get("value") or ""),
-                  existing)
+        open_form(client, click, user, channel, thread_ts, click.value, existing)
 
-    def on_correct(ack: Any, body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
-        ack()
-        user, channel, _ = _where(body)
-        existing = deps.memory.get(str(action.get("value") or "")) if deps.memory else None
+    def on_correct(click: BlockAction, client: WebClient, respond: Respond | None) -> None:
+        user, channel = click.user_id, click.channel_id
+        existing = deps.memory.get(click.value) if deps.memory else None
         if existing is None or not existing.channel or not existing.thread_ts:
             ephemeral(client, channel, user, "That resolution is gone (forgotten).")
             return
-        open_form(client, body, user, existing.channel, existing.thread_ts,
+        open_form(client, click, user, existing.channel, existing.thread_ts,
                   existing.answer_id or "", existing)
 
-    def on_forget(ack: Any, body: dict[str, Any], action: dict[str, Any], client: Any) -> None:
-        ack()
-        user, channel, thread_ts = _where(body)
+    def on_forget(click: BlockAction, client: WebClient, respond: Respond | None) -> None:
+        user, channel, thread_ts = click.user_id, click.channel_id, click.thread_ts or ""
         memory = deps.memory
-        incident_id = str(action.get("value") or "")
+        incident_id = click.value
         existing = memory.get(incident_id) if memory else None
         if memory is None or existing is None:
             ephemeral(client, channel, user, "That resolution is gone already.")
@@ -106,29 +98,30 @@ def register(app: Any, deps: Deps) -> None:
             refuse(client, user, where_c, where_t, "forget", asker)
             return
         memory.forget(incident_id, user)
-        msg = body.get("message") or {}
-        if msg.get("ts"):
+        msg = click.message
+        if msg is not None and msg.ts:
             try:
-                client.chat_update(channel=channel, ts=msg["ts"], text="Resolution forgotten",
-                                   blocks=[blocks.context(
+                client.chat_update(channel=channel, ts=msg.ts, text="Resolution forgotten",
+                                   blocks=blocks.wire([blocks.context(
                                        f":wastebasket: <@{user}> forgot this resolution "
-                                       f"(`{incident_id}`); it no longer counts in answers.")])
+                                       f"(`{incident_id}`); it no longer counts in answers.")]))
             except Exception:  # noqa: BLE001 - cosmetic: it is forgotten
                 pass
 
-    def ack_form(ack: Any, view: dict[str, Any]) -> None:
-        _, errors = resolve.read_submission(view)
+    def ack_form(ack: Ack, body: Payload) -> None:
+        form = ViewSubmission.read(body, "resolve form")
+        _, errors = resolve.read_submission(form.view if form else None)
         if errors:
             ack(response_action="errors", errors=errors)
         else:
             ack()
 
-    def save(body: dict[str, Any], view: dict[str, Any], client: Any) -> None:
-        sub, _ = resolve.read_submission(view)
+    def save(form: ViewSubmission, client: WebClient) -> None:
+        sub, _ = resolve.read_submission(form.view)
         memory = deps.memory
         if sub is None or memory is None:
             return
-        user = body["user"]["id"]
+        user = form.user.id
         existing = memory.for_thread(sub.channel, sub.thread_ts)
         asker = memory.asker(sub.channel, sub.thread_ts)
         if not may_resolve(deps.authz, user, asker,
@@ -168,12 +161,12 @@ def register(app: Any, deps: Deps) -> None:
         shown, text = resolve.resolved_message(inc.id, user, card or category, inc.resolution,
                                                existing is not None, note)
         client.chat_postMessage(channel=sub.channel, thread_ts=sub.thread_ts, text=text,
-                                blocks=shown)
+                                blocks=blocks.wire(shown))
 
-    app.action(resolve.ACTION_RESOLVE)(on_resolve)
-    app.action(resolve.ACTION_CORRECT)(on_correct)
-    app.action(resolve.ACTION_FORGET)(on_forget)
-    app.view(resolve.VIEW_RESOLVE)(ack=ack_form, lazy=[save])
+    app.action(resolve.ACTION_RESOLVE)(on_action(on_resolve, ack_first=True))
+    app.action(resolve.ACTION_CORRECT)(on_action(on_correct, ack_first=True))
+    app.action(resolve.ACTION_FORGET)(on_action(on_forget, ack_first=True))
+    app.view(resolve.VIEW_RESOLVE)(ack=ack_form, lazy=[on_view(save)])
 
 
 def _cause(sub: resolve.Submission) -> tuple[str, str | None, str | None]:
@@ -192,7 +185,7 @@ def _cause(sub: resolve.Submission) -> tuple[str, str | None, str | None]:
     return sub.category or "other", None, sub.title
 
 
-def _permalink(client: Any, channel: str, thread_ts: str) -> str | None:
+def _permalink(client: WebClient, channel: str, thread_ts: str) -> str | None:
     """The thread's permalink (None when Slack does not give one)."""
     try:
         link = client.chat_getPermalink(channel=channel, message_ts=thread_ts).get("permalink")
