@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.contract import Answer, RootCauseOut
+from bot.threads import Candidate
 
 MAX_TEXT = 3000
 MAX_BLOCKS = 50
@@ -103,10 +104,10 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> d
     return b
 
 
-def others(candidates: Sequence[dict[str, Any]], answer: Answer) -> list[dict[str, Any]]:
+def others(candidates: Sequence[Candidate], answer: Answer) -> list[Candidate]:
     """The candidates (earlier answers' causes) that this answer does not list."""
     shown = {(rc.category, rc.card) for rc in answer.root_causes}
-    return [c for c in candidates if (c.get("category"), c.get("card")) not in shown]
+    return [c for c in candidates if c.key not in shown]
 
 
 def proposed_probes(answer: Answer) -> list[Any]:
@@ -133,7 +134,7 @@ OTHER_WORDS = {
 
 
 def render_other_causes(answer: Answer, lang: str = "both",
-                        earlier: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()
+                        earlier: Sequence[Candidate] = ()
                         ) -> Rendered:
     """The answer's other root causes, one line each in one language (the thread's), then
     candidates earlier answers in the thread had."""
@@ -146,8 +147,8 @@ def render_other_causes(answer: Answer, lang: str = "both",
         lines.append(f"• {esc(name)} · `{rc.category}` · {w[rc.certainty or 'weak']} "
                      f"({rc.confidence:.0%})")
     texts = [f"*{w['head']}*\n" + "\n".join(lines)] if lines else []
-    rows = [f"• {esc(_short(_pick(c.get('title'), lg) or str(c.get('category'))))} · "
-            f"`{c.get('category')}` · {float(c.get('confidence') or 0):.0%}"
+    rows = [f"• {esc(_short(_pick(c.title, lg) or c.category))} · "
+            f"`{c.category}` · {c.confidence:.0%}"
             for c in others(earlier, answer)]
     if rows:
         texts.append(f"*{w['earlier']}*\n" + "\n".join(rows[:10]))
