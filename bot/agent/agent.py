@@ -31,7 +31,7 @@ from bot.agent.compose import compose_answer
 from bot.agent.context import Analyze, ToolContext
 from bot.agent.graph import MAX_TOOL_ROUNDS, run_agent
 from bot.agent.logtext import line_reader
-from bot.agent.models import ProbeProposal
+from bot.agent.models import ConfirmProbe, ProbeProposal
 from bot.agent.providers import (
     Budget,
     BudgetExceededError,
@@ -54,8 +54,6 @@ from tools.probe.presets import PROBE_PRESETS
 #: The whole answer may take this many per-call timeouts and per-call token caps.
 DEADLINE_CALLS = 3
 TOKEN_CALLS = 4
-#: asked before a proposed probe runs: whether a person confirmed it
-ConfirmProbe = Callable[[ProbeProposal], bool]
 
 
 @lru_cache(maxsize=1)

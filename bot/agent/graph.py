@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
 
 from bot.agent.answer_model import AgentAnswer, AnswerParseError, parse_answer, schema_text
 from bot.agent.context import ToolContext, invocation
@@ -60,7 +62,9 @@ class ToolGuard(AgentMiddleware):
         super().__init__()
         self.ctx = ctx
 
-    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+                       ) -> ToolMessage | Command[Any]:
         call = request.tool_call
         if request.tool is None:
             content = call_tool(self.ctx, call["name"], dict(call.get("args") or {}))

@@ -9,6 +9,7 @@ the field names are the keys those dicts had).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -107,3 +108,7 @@ class ProbeProposal(BaseModel):
     @property
     def key(self) -> tuple[str, str]:
         return self.node, self.preset
+
+
+#: asked before a proposed probe runs: whether a person confirmed it
+ConfirmProbe = Callable[[ProbeProposal], bool]
