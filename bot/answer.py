@@ -15,7 +15,6 @@ from bot.contract import (
     PerLanguage,
     RootCauseOut,
     SimilarIncident,
-    SuspectOut,
     Verdict,
     langs_of,
 )
@@ -146,13 +145,13 @@ def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> R
     if card is None and rc.local is not None:  # something new this team resolved: its title
         return RootCauseOut(
             category=rc.category, card=None, confidence=rc.confidence, certainty=rc.certainty,
-            evidence=[EvidenceLine.model_validate(e.to_dict()) for e in rc.evidence],
+            evidence=[e.out() for e in rc.evidence],
             category_name={lg: getattr(cat, lg) for lg in langs}, why=list(rc.why),
             title={lg: rc.local.title for lg in langs}, remediation={}, local=rc.local.id)
     return RootCauseOut(
         category=rc.category, card=rc.card, confidence=rc.confidence,
         certainty=rc.certainty,
-        evidence=[EvidenceLine.model_validate(e.to_dict()) for e in rc.evidence],
+        evidence=[e.out() for e in rc.evidence],
         category_name={lg: getattr(cat, lg) for lg in langs}, why=list(rc.why),
         title={lg: getattr(card.title, lg) for lg in langs} if card else {},
         remediation={lg: list(getattr(card.remediation, lg)) for lg in langs} if card else {},
@@ -204,7 +203,7 @@ def build_answer(
         facts=dict(facts or {}),
         diagnosis=DiagnosisOut(
             verdict=verdict, root_causes=root_causes,
-            suspects=[SuspectOut.model_validate(s.to_dict()) for s in diagnosis.suspects],
+            suspects=[s.out() for s in diagnosis.suspects],
             ranks=describe(diagnosis.crossrank, report.world_size if report else None)),
         remediation={lg: follow_evidence(getattr(top_card.remediation, lg), seen,
                                          root_causes[0].evidence, lg)

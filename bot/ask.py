@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bot.answer import build_answer, follow_evidence, shown_text
 from bot.config import Settings
@@ -29,7 +29,6 @@ from bot.contract import (
     Answer,
     Lang,
     PerLanguage,
-    RetrievalHit,
     Verdict,
     decide_verdict,
     langs_of,
@@ -42,6 +41,9 @@ from bot.knowledge.taxonomy import load_taxonomy
 from bot.logs.model import LogReport
 from bot.retrieval.fusion import DEFAULT_WEIGHTS, K
 from bot.retrieval.tokenize import has_cjk
+
+if TYPE_CHECKING:
+    from bot.retrieval.search import Hit
 
 QUESTION_CHANNELS = ("bm25", "dense")
 DECAY = 0.6
@@ -75,26 +77,26 @@ def resolve_lang(question: str, lang: str) -> str:
     return lang
 
 
-def question_score(hit: Any) -> float:
+def question_score(hit: Hit) -> float:
     """A hit's fused score from the question's channels only (not the log's signatures)."""
-    return sum(DEFAULT_WEIGHTS[c] / (K + int(hit.channels[c]["rank"]))
+    return sum(DEFAULT_WEIGHTS[c] / (K + hit.channels[c].rank)
                for c in QUESTION_CHANNELS if c in hit.channels)
 
 
-def is_specific(hits: Sequence[Any], distinctive: set[str]) -> bool:
+def is_specific(hits: Sequence[Hit], distinctive: set[str]) -> bool:
     """Whether the question points at one card (see the module docstring)."""
     ranked = sorted(hits, key=question_score, reverse=True)
     if not ranked:
         return False
     ch = ranked[0].channels
-    ranks = [int(ch[c]["rank"]) if c in ch else 99 for c in QUESTION_CHANNELS]
-    terms = str(ch.get("bm25", {}).get("reason", "")).removeprefix("terms ").split(", ")
+    ranks = [ch[c].rank if c in ch else 99 for c in QUESTION_CHANNELS]
+    terms = (ch["bm25"].reason if "bm25" in ch else "").removeprefix("terms ").split(", ")
     return max(ranks) == 1 or (max(ranks) <= 2 and bool(distinctive & set(terms)))
 
 
-def question_signals(hits: Sequence[Any], scale: float) -> list[Signal]:
+def question_signals(hits: Sequence[Hit], scale: float) -> list[Signal]:
     """One signal per candidate category from the question's retrieval."""
-    best: dict[str, Any] = {}
+    best: dict[str, Hit] = {}
     for h in sorted(hits, key=question_score, reverse=True):
         if question_score(h) > 0:
             best.setdefault(h.category, h)
@@ -143,7 +145,7 @@ class Composed:
     has_log: bool
 
 
-def compose_diagnosis(question: str, cards: Sequence[Card], hits: Sequence[Any],
+def compose_diagnosis(question: str, cards: Sequence[Card], hits: Sequence[Hit],
                       report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
                       distinctive: set[str] | None = None, asked: Sequence[Neighbour] = (),
                       asked_weight: float = ASKED_WEIGHT,
@@ -191,7 +193,7 @@ def log_decides(diagnosis: Diagnosis) -> bool:
         top.confidence >= DIAGNOSED_FROM
 
 
-def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str = "both",
+def compose(question: str, cards: Sequence[Card], hits: Sequence[Hit], lang: str = "both",
             report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
             distinctive: set[str] | None = None, asked: Sequence[Neighbour] = (),
             asked_weight: float = ASKED_WEIGHT, facts: Mapping[str, str] | None = None
@@ -205,7 +207,7 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Any], lang: str
     answer.question = question
     answer.lang = lang  # type: ignore[assignment]  # resolved to en, zh or both by the caller
     answer.specific = c.specific
-    answer.retrieval = [RetrievalHit.model_validate(h.to_dict()) for h in hits]
+    answer.retrieval = [h.out() for h in hits]
     if verdict == "no_evidence" and diagnosis.root_causes:
         answer.text = about_question(diagnosis, cards, "zh" if lang == "zh" else "en")
     if verdict != "diagnosed":

@@ -11,7 +11,16 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+from tools.result import ToolResult
 
 Verdict = Literal["diagnosed", "unknown", "no_evidence", "error"]
 Certainty = Literal["likely", "possible", "weak"]
@@ -126,12 +135,23 @@ class SimilarIncident(_Model):
     id: str | None = None
 
 
+class ChannelHit(BaseModel):
+    """Where one retrieval channel (bm25, dense, signature) ranked a card, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True,
+                              json_schema_serialization_defaults_required=True)
+
+    rank: int = Field(ge=1)
+    score: float
+    reason: str = ""
+
+
 class RetrievalHit(_Model):
     card: str
     category: str
     score: float
     why: list[str] = Field(default_factory=list)
-    channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    channels: dict[str, ChannelHit] = Field(default_factory=dict)
 
 
 class ChosenStep(_Model):
@@ -155,14 +175,72 @@ class ProbeSuggestion(_Model):
 class ProbeRun(_Model):
     node: str
     preset: str
-    result: dict[str, Any]
+    result: ToolResult
+
+
+class ToolCall(_Model):
+    """One tool call the LLM made: its arguments (JSON, as the model sent them), the outcome."""
+
+    tool: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    status: str
+    error: str | None = None
+
+
+DroppedKind = Literal["root_cause", "category", "evidence", "citation", "remediation", "probe",
+                      "explanation_card", "explanation_node"]
+
+
+class Dropped(_Model):
+    """A part of the LLM's answer validation removed: what kind, and what it named (only the
+    fields that apply are written)."""
+
+    kind: DroppedKind
+    card: str | None = None
+    reason: str | None = None
+    value: str | None = None
+    file: str | None = None
+    line: int | None = None
+    step: int | None = None
+    preset: str | None = None
+    node: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, str | int]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class LlmUse(_Model):
     used: bool
     model: str | None = None
-    tools: list[Any] = Field(default_factory=list)
-    dropped: list[Any] = Field(default_factory=list)
+    tools: list[ToolCall] = Field(default_factory=list)
+    dropped: list[Dropped] = Field(default_factory=list)
+
+
+class InputFile(_Model):
+    """What was read from one log file (or archive member)."""
+
+    name: str
+    compressed_bytes: int = 0
+    bytes_read: int = 0
+    lines: int = 0
+    problems: list[str] = Field(default_factory=list)
+
+
+class InputSummary(_Model):
+    """What the analysis read: files, bytes, lines, ranks, versions and env seen."""
+
+    files: list[InputFile] = Field(default_factory=list)
+    bytes: int = 0
+    lines: int = 0
+    engine: str = "re"
+    ranks_seen: int = 0
+    world_size: int | None = None
+    hosts: list[str] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    transports: dict[str, int] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
 
 
 class Answer(_Model):
@@ -188,7 +266,7 @@ class Answer(_Model):
     #: node diagnostics worth running for the leading causes (`ncclbot node <probe>`)
     probes: list[str] = Field(default_factory=list)
     #: what was read: files, bytes, lines, ranks, versions (None without logs)
-    input: dict[str, Any] | None = None
+    input: InputSummary | None = None
     question: str | None = None
     lang: Literal["en", "zh", "both"] | None = None
     #: whether the question alone points at one card

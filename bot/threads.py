@@ -14,10 +14,11 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bot.agent.models import LogAnalysis, ProbeProposal
 from bot.db import Database, SqliteDatabase, open_database
 
 if TYPE_CHECKING:
@@ -32,6 +33,26 @@ class Turn(BaseModel):
     summary: str = ""
 
 
+class Candidate(BaseModel):
+    """A root cause proposed in the thread (its best confidence so far)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    category: str
+    card: str | None = None
+    confidence: float = 0.0
+    title: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _none_is_zero(cls, value: object) -> object:
+        return 0.0 if value is None else value
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return self.category, self.card
+
+
 class ThreadState(BaseModel):
     """Everything a follow-up needs; `model_dump_json()` / `model_validate_json()` round-trip
     (fields written by other versions are dropped)."""
@@ -42,16 +63,16 @@ class ThreadState(BaseModel):
     questions: list[str] = Field(default_factory=list)
     last_answer_id: str | None = None
     analysis_key: str | None = None
-    candidates: list[dict[str, Any]] = Field(default_factory=list)
+    candidates: list[Candidate] = Field(default_factory=list)
     # the LLM agent's memory
     attachments: dict[str, str] = Field(default_factory=dict)  # display name -> path
-    analyses: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name -> analyze_log data
+    analyses: dict[str, LogAnalysis] = Field(default_factory=dict)  # name -> analyze_log result
     log_files: dict[str, list[str]] = Field(default_factory=dict)  # name -> files analyze_log read
     evidence: dict[str, dict[str, str]] = Field(default_factory=dict)  # file -> {line: text}
     seen_cards: list[str] = Field(default_factory=list)  # card ids returned by a tool
     placeholders: dict[str, str] = Field(default_factory=dict)  # HOST_1 -> original
     turns: list[Turn] = Field(default_factory=list)
-    proposals: list[dict[str, Any]] = Field(default_factory=list)
+    proposals: list[ProbeProposal] = Field(default_factory=list)
 
     def see_card(self, card_id: str) -> None:
         if card_id not in self.seen_cards:

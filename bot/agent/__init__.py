@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bot.agent.backends import LazyAnalysis
+    from bot.agent.models import ConfirmProbe
     from bot.config import Settings
     from bot.contract import Answer
 
@@ -23,7 +25,7 @@ LLM_EXTRA = frozenset({"langchain", "langchain_core", "langgraph", "langchain_op
 
 
 def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: str | None = None,
-            settings: Settings | None = None, confirm_probe: Any = None,
+            settings: Settings | None = None, confirm_probe: ConfirmProbe | None = None,
             **kwargs: Any) -> Answer:
     """The `Answer` (with "explanation", "notes" and "llm").
 
@@ -60,7 +62,7 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
 
 
 def _deterministic(question: str, attachments: Sequence[str | Path], settings: Settings,
-                   lang: str, note: str, analysis: Any = None) -> Answer:
+                   lang: str, note: str, analysis: LazyAnalysis | None = None) -> Answer:
     """No usable LLM: the deterministic answer, without importing LangChain."""
     from bot.agent.backends import fallback_answer
 

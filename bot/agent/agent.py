@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -32,6 +31,7 @@ from bot.agent.compose import compose_answer
 from bot.agent.context import Analyze, ToolContext
 from bot.agent.graph import MAX_TOOL_ROUNDS, run_agent
 from bot.agent.logtext import line_reader
+from bot.agent.models import ConfirmProbe, ProbeProposal
 from bot.agent.providers import (
     Budget,
     BudgetExceededError,
@@ -40,7 +40,7 @@ from bot.agent.providers import (
     make_chat_model,
 )
 from bot.agent.redact import Redactor
-from bot.agent.validate import NodeNames, validate_answer
+from bot.agent.validate import NodeNames, Outcome, validate_answer
 from bot.ask import resolve_lang
 from bot.config import Settings, load_settings
 from bot.contract import Answer, LlmUse, ProbeRun, SimilarIncident
@@ -54,7 +54,6 @@ from tools.probe.presets import PROBE_PRESETS
 #: The whole answer may take this many per-call timeouts and per-call token caps.
 DEADLINE_CALLS = 3
 TOKEN_CALLS = 4
-ConfirmProbe = Callable[[dict[str, Any]], bool]
 
 
 @lru_cache(maxsize=1)
@@ -137,29 +136,30 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
 
     outcome = _validate(run.answer, ctx, list(inventory.nodes) if inventory else [],
                         inventory_names(inventory), guarded.shown())
-    notes.extend([*run.notes, *redactor.restore_obj(outcome.notes)])
+    notes.extend([*run.notes, *map(redactor.restore, outcome.notes)])
     if not outcome.grounded:
         return finish_fallback([*notes, "nothing in the LLM's answer could be grounded in "
                                 f"retrieved cards; {DETERMINISTIC}"])
     if watch is not None and watch.abandoned.is_set():  # nobody waits: no probe, no turn
         return finish_fallback([*notes, "the caller stopped waiting for the LLM"])
-    final = AgentAnswer.model_validate(redactor.restore_obj(outcome.answer.model_dump()))
+    final = redactor.restore_model(outcome.answer)
     _merge_probes(state, final.probes)
-    turn_proposals = _confirm(ctx, confirm_probe, notes)
-    suspects = [s for data in state.analyses.values() for s in data.get("suspects", [])]
+    probe_runs = _confirm(ctx, confirm_probe, notes)
+    suspects = [s for found in state.analyses.values() for s in found.suspects]
     answer = compose_answer(final, cards, lang, suspects=suspects, notes=notes,
                             proposals=state.proposals)
     seen: dict[str, SimilarIncident] = {}
-    for data in state.analyses.values():
-        for inc in data.get("similar_incidents", []):
-            seen.setdefault(inc["source"], SimilarIncident.model_validate(inc))
-    answer.similar_incidents = sorted(seen.values(), key=lambda i: -i.score)[:3]
-    answer.probe_results = [ProbeRun.model_validate(r) for r in turn_proposals]
-    answer.llm = LlmUse(used=True, model=getattr(chat, "model_name", None)
-                        or getattr(chat, "model", None),
-                        tools=redactor.restore_obj(ctx.trace),
-                        dropped=redactor.restore_obj(outcome.dropped))
-    answer.thread_id = thread_id
+    for found in state.analyses.values():
+        for inc in found.similar_incidents:
+            seen.setdefault(inc.source, inc)
+    answer = answer.model_copy(update={
+        "similar_incidents": sorted(seen.values(), key=lambda i: -i.score)[:3],
+        "probe_results": probe_runs,
+        "llm": LlmUse(used=True, model=getattr(chat, "model_name", None)
+                      or getattr(chat, "model", None),
+                      tools=[redactor.restore_model(t) for t in ctx.trace],
+                      dropped=[redactor.restore_model(d) for d in outcome.dropped]),
+        "thread_id": thread_id})
     state.placeholders = redactor.mapping
     state.turns.append(Turn(question=question, explanation=final.explanation,
                             summary=answer.summary))
@@ -168,13 +168,12 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
 
 
 def _validate(answer: AgentAnswer, ctx: ToolContext, node_names: Sequence[str],
-              inventory_hosts: Sequence[str], shown: str) -> Any:
+              inventory_hosts: Sequence[str], shown: str) -> Outcome:
     """Validate the model's answer (in placeholder space, as the model saw everything);
     `node_names`: the inventory's nodes (none when it is missing or unreadable),
     `inventory_hosts`: every name in it; `shown`: the last request the model was sent."""
     state, redactor = ctx.state, ctx.redactor
-    log_hosts = [str(h) for data in state.analyses.values()
-                 for h in data.get("input", {}).get("hosts") or []]
+    log_hosts = [h for found in state.analyses.values() for h in found.hosts]
     learned = [v for k, v in redactor.mapping.items() if k.startswith("HOST_")]
     analyzed = state.analyzed_files()
     read_line = line_reader({n: p for n, p in state.attachments.items() if n in state.log_files})
@@ -208,26 +207,26 @@ def _validate(answer: AgentAnswer, ctx: ToolContext, node_names: Sequence[str],
 def _merge_probes(state: ThreadState, probes: Sequence[ProbeSuggestion]) -> None:
     """Probes the final answer suggests (validated) become proposals a person can confirm."""
     for p in probes:
-        if all((q["node"], q["preset"]) != (p.node, p.preset) for q in state.proposals):
-            state.proposals.append({"node": p.node, "preset": p.preset,
-                                    "params": PROBE_PRESETS[p.preset], "status": "proposed"})
+        if all(q.key != (p.node, p.preset) for q in state.proposals):
+            state.proposals.append(ProbeProposal(node=p.node, preset=p.preset,
+                                                 params=dict(PROBE_PRESETS[p.preset])))
 
 
 def _confirm(ctx: ToolContext, confirm: ConfirmProbe | None,
-             notes: list[str]) -> list[dict[str, Any]]:
+             notes: list[str]) -> list[ProbeRun]:
     """Ask a person about each new proposal; run only the confirmed ones."""
     results = []
-    for prop in ctx.state.proposals:
-        if prop.get("status") != "proposed" or confirm is None:
+    proposals = ctx.state.proposals
+    for i, prop in enumerate(proposals):
+        if prop.status != "proposed" or confirm is None:
             continue
         try:
-            ok = bool(confirm(dict(prop)))
+            ok = bool(confirm(prop))
         except Exception as exc:  # noqa: BLE001 - a failed prompt is a refusal
             notes.append(f"probe confirmation failed ({exc}); not run")
             ok = False
-        prop["status"] = "confirmed" if ok else "declined"
+        proposals[i] = prop.model_copy(update={"status": "confirmed" if ok else "declined"})
         if ok:
-            result = ctx.nodes.run(prop["node"], "probe", dict(prop["params"]))
-            results.append({"node": prop["node"], "preset": prop["preset"],
-                            "result": result.model_dump()})
+            result = ctx.nodes.run(prop.node, "probe", dict(prop.params))
+            results.append(ProbeRun(node=prop.node, preset=prop.preset, result=result))
     return results

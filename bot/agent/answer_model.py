@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -62,7 +61,7 @@ def _json_candidates(text: str) -> list[str]:
     return out or [text]
 
 
-def parse_answer(content: Any) -> AgentAnswer:
+def parse_answer(content: object) -> AgentAnswer:
     """Parse the model's final content (JSON, maybe fenced or with prose around it)."""
     if isinstance(content, list):  # content blocks
         content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)

@@ -4,13 +4,18 @@ anything, and the `analyze_log` tool over them."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from bot.agent.backends import Analysis
 from bot.agent.context import ToolContext, invocation
+from bot.agent.models import CauseFound, LogAnalysis
 from bot.answer import similar_incidents
 from bot.config import Settings
 from bot.knowledge.cards import Card
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from bot.diagnosis.engine import Diagnosis
 
 MAX_EVIDENCE = 5
 #: How much of each attached log is read for names before the first request (the hosts
@@ -29,14 +34,14 @@ def find_attachment(ctx: ToolContext, name: str) -> tuple[str, str] | None:
     return None
 
 
-def _default_analyze(path: str, settings: Settings, cards: list[Card]) -> tuple[Any, Any]:
+def _default_analyze(path: str, settings: Settings, cards: list[Card]) -> Analysis:
     from bot.logs.sources import expand_inputs
     from bot.service import analyze_sources
 
     return analyze_sources(expand_inputs([path]), settings, cards)
 
 
-def analysed(ctx: ToolContext, name: str) -> tuple[Any, Any] | Exception:
+def analysed(ctx: ToolContext, name: str) -> Analysis | Exception:
     """The (report, diagnosis) of one attachment, analysed at most once per turn; an
     exception (bad input) is kept and returned, to be reported by analyze_log."""
     if name not in ctx.analysed:
@@ -82,7 +87,7 @@ def learn_attachment_names(ctx: ToolContext) -> None:
         ctx.redactor.learn_structure(_head(path))
 
 
-def log_diagnoses(ctx: ToolContext) -> list[Any]:
+def log_diagnoses(ctx: ToolContext) -> list[Diagnosis]:
     """The diagnoses of this turn's analysed attachments (for retrieval's signature channel)."""
     return [found[1] for found in ctx.analysed.values() if not isinstance(found, Exception)]
 
@@ -97,7 +102,7 @@ def analyze_log(ctx: ToolContext, attachment: str) -> ToolResult:
     shown, _ = found
     if shown in ctx.state.analyses:
         return ToolResult(tool="analyze_log", status="success", invocation=inv,
-                          data=ctx.state.analyses[shown])
+                          data=ctx.state.analyses[shown].for_model())
     result = analysed(ctx, shown)
     if isinstance(result, Exception):
         return ToolResult.failed("analyze_log", inv, f"{type(result).__name__}: {result}")
@@ -105,24 +110,24 @@ def analyze_log(ctx: ToolContext, attachment: str) -> ToolResult:
     ctx.redactor.learn("HOST", sorted(report.hosts))
     causes = []
     for rc in diagnosis.root_causes[:4]:
-        evidence = [e.to_dict() for e in rc.evidence[:MAX_EVIDENCE]]
+        evidence = [e.out() for e in rc.evidence[:MAX_EVIDENCE]]
         for e in evidence:
-            ctx.state.evidence.setdefault(e["file"], {})[str(e["line"])] = e["text"]
+            ctx.state.evidence.setdefault(e.file, {})[str(e.line)] = e.text
         if rc.card:
             ctx.state.see_card(rc.card)
-        causes.append({"category": rc.category, "card": rc.card,
-                       "confidence": round(rc.confidence, 3), "evidence": evidence,
-                       "why": rc.why[:3]})
-    data = {
-        "attachment": shown,
-        "files": [s.name for s in report.sources],
-        "verdict": diagnosis.verdict,
-        "root_causes": causes,
-        "suspects": [s.to_dict() for s in diagnosis.suspects[:4]],
-        # public threads with what fixed them: "has anyone seen this before?"
-        "similar_incidents": [i.model_dump() for i in similar_incidents(diagnosis)],
-        "input": {k: v for k, v in report.summary().items() if k != "files"},
-    }
-    ctx.state.analyses[shown] = data
+        causes.append(CauseFound(category=rc.category, card=rc.card,
+                                 confidence=round(rc.confidence, 3), evidence=evidence,
+                                 why=rc.why[:3]))
+    analysis = LogAnalysis(
+        attachment=shown,
+        files=[s.name for s in report.sources],
+        verdict=diagnosis.verdict,
+        root_causes=causes,
+        suspects=[s.out() for s in diagnosis.suspects[:4]],
+        similar_incidents=similar_incidents(diagnosis),
+        input=report.summary(),
+    )
+    ctx.state.analyses[shown] = analysis
     ctx.state.log_files[shown] = [s.name for s in report.sources]
-    return ToolResult(tool="analyze_log", status="success", invocation=inv, data=data)
+    return ToolResult(tool="analyze_log", status="success", invocation=inv,
+                      data=analysis.for_model())

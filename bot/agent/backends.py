@@ -13,21 +13,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import Settings
 from bot.contract import Answer, LlmUse
+from bot.errors import NcclbotError
 from tools.result import ToolResult
 
 if TYPE_CHECKING:
     from bot.diagnosis.engine import Diagnosis
     from bot.logs.model import LogReport
     from bot.nodes.inventory import Inventory
+    from bot.retrieval.search import Hit
 
 
 def search_cards(query: str, k: int = 5, settings: Settings | None = None,
-                 log_diagnosis: Diagnosis | None = None) -> list[dict[str, Any]]:
-    """Hybrid retrieval (BM25 + dense + the log's signatures) for `query`, best first:
-    `{card, category, score, why, channels}` per hit. Raises when retrieval fails."""
+                 log_diagnosis: Diagnosis | None = None) -> list[Hit]:
+    """Hybrid retrieval (BM25 + dense + the log's signatures) for `query`, best first.
+    Raises when retrieval fails."""
     from bot.retrieval.search import search
 
-    return [h.to_dict() for h in search(query, k, log_diagnosis, settings=settings)]
+    return search(query, k, log_diagnosis, settings=settings)
 
 
 #: (report, diagnosis) of a set of logs, as `bot.service.analyze_sources` returns them.
@@ -69,7 +71,7 @@ def load_nodes(settings: Settings) -> Inventory:
     return load_inventory(settings.nodes_file)
 
 
-def error_text(exc: Any) -> str:
+def error_text(exc: NcclbotError) -> str:
     """An NcclbotError as one line for the model: the message and what to do next."""
     return f"{exc.message}. {exc.hint}" if exc.hint else str(exc.message)
 
@@ -99,7 +101,6 @@ class ClientNodeBackend:
 
     def run(self, node: str, tool: str, params: dict[str, Any] | None = None) -> ToolResult:
         invocation = f"node {tool} --node {node} {params or {}}"
-        from bot.errors import NcclbotError
         from bot.nodes.runner import NodeRunner
 
         try:

@@ -7,9 +7,9 @@ only chose, ordered and annotated the steps.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from bot.agent.answer_model import AgentAnswer
+from bot.agent.models import ProbeProposal
 from bot.answer import card_brief
 from bot.contract import (
     Answer,
@@ -28,8 +28,8 @@ from bot.knowledge.taxonomy import category
 
 
 def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "both", *,
-                   suspects: Sequence[dict[str, Any]] = (), notes: Sequence[str] = (),
-                   proposals: Sequence[dict[str, Any]] = ()) -> Answer:
+                   suspects: Sequence[SuspectOut] = (), notes: Sequence[str] = (),
+                   proposals: Sequence[ProbeProposal] = ()) -> Answer:
     langs = langs_of(lang)
     root_causes = []
     for rc in answer.root_causes:
@@ -55,17 +55,17 @@ def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "
     suggested = [ProbeSuggestion(node=p.node, preset=p.preset, reason=p.reason)
                  for p in answer.probes]
     for prop in proposals:
-        if all((s.node, s.preset) != (prop["node"], prop["preset"]) for s in suggested):
-            suggested.append(ProbeSuggestion(node=prop["node"], preset=prop["preset"]))
+        if all((s.node, s.preset) != prop.key for s in suggested):
+            suggested.append(ProbeSuggestion(node=prop.node, preset=prop.preset))
     for s in suggested:
-        s.status = next((str(p.get("status", "proposed")) for p in proposals
-                         if (p["node"], p["preset"]) == (s.node, s.preset)), "proposed")
+        s.status = next((p.status for p in proposals if p.key == (s.node, s.preset)),
+                        "proposed")
         s.needs_confirmation = s.status == "proposed"
     return Answer(
         verdict=verdict,
         summary=_summary(answer, cards, verdict),
         diagnosis=DiagnosisOut(verdict=verdict, root_causes=root_causes,
-                               suspects=[SuspectOut.model_validate(s) for s in suspects]),
+                               suspects=list(suspects)),
         remediation={lg: [getattr(s, lg) or "" for s in steps] for lg in langs},
         remediation_steps=steps,
         verify={lg: list(getattr(top.verify, lg)) if top else [] for lg in langs},

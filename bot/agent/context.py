@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from bot.agent.backends import NodeBackend
+from bot.agent.backends import Analysis, NodeBackend
 from bot.agent.redact import Redactor
 from bot.config import Settings
+from bot.contract import ToolCall
 from bot.knowledge.cards import Card
 from bot.threads import ThreadState
 
 #: analyze(path, settings, cards) -> (LogReport, Diagnosis); injectable for tests.
-Analyze = Callable[[str, Settings, list[Card]], tuple[Any, Any]]
+Analyze = Callable[[str, Settings, list[Card]], Analysis]
 
 
 @dataclass
@@ -28,12 +28,12 @@ class ToolContext:
     redactor: Redactor
     nodes: NodeBackend
     lang: str = "both"
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[ToolCall] = field(default_factory=list)
     analyze: Analyze | None = None
     #: attachment name -> (report, diagnosis), or the exception analysing it raised.
-    analysed: dict[str, tuple[Any, Any] | Exception] = field(default_factory=dict)
+    analysed: dict[str, Analysis | Exception] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-def invocation(name: str, args: dict[str, Any]) -> str:
+def invocation(name: str, args: Mapping[str, object]) -> str:
     return f"{name}({json.dumps(args, ensure_ascii=False, sort_keys=True)})"

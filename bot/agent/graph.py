@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
 
 from bot.agent.answer_model import AgentAnswer, AnswerParseError, parse_answer, schema_text
 from bot.agent.context import ToolContext, invocation
 from bot.agent.providers import GuardedChatModel
 from bot.agent.tools import call_tool, langchain_tools
+from bot.contract import ToolCall
 from bot.knowledge.taxonomy import load_taxonomy
 from tools.probe.presets import PROBE_PRESETS
 
@@ -59,7 +62,9 @@ class ToolGuard(AgentMiddleware):
         super().__init__()
         self.ctx = ctx
 
-    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+                       ) -> ToolMessage | Command[Any]:
         call = request.tool_call
         if request.tool is None:
             content = call_tool(self.ctx, call["name"], dict(call.get("args") or {}))
@@ -72,8 +77,8 @@ class ToolGuard(AgentMiddleware):
 
             result = ToolResult.failed(call["name"], invocation(call["name"], call["args"]),
                                        f"{type(exc).__name__}: {exc}")
-            self.ctx.trace.append({"tool": call["name"], "args": call["args"],
-                                   "status": "error", "error": result.error})
+            self.ctx.trace.append(ToolCall(tool=call["name"], args=call["args"],
+                                           status="error", error=result.error))
             return ToolMessage(content=result.model_dump_json(), tool_call_id=call["id"],
                                name=call["name"], status="error")
 
@@ -95,9 +100,9 @@ def context_message(ctx: ToolContext, attachments: list[str]) -> str:
                 if c in ctx.cards]
         parts.append("Cards already returned in this thread (citable): "
                      + json.dumps(seen, ensure_ascii=False))
-    for name, data in ctx.state.analyses.items():
+    for name, analysis in ctx.state.analyses.items():
         parts.append(f"Earlier analyze_log({name}) result: "
-                     + json.dumps(data, ensure_ascii=False)[:4000])
+                     + json.dumps(analysis.for_model(), ensure_ascii=False)[:4000])
     return "\n".join(parts)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -35,7 +36,7 @@ class BudgetExceededError(ProviderError):
     """This answer's time or token budget is spent: the next call is refused."""
 
 
-def _import_provider(module: str, package: str) -> Any:
+def _import_provider(module: str, package: str) -> ModuleType:
     import importlib
 
     try:

@@ -18,7 +18,9 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from bot.agent.redact_rules import (
     NOT_HOSTS,
@@ -32,6 +34,8 @@ from bot.agent.redact_rules import (
     strip_secrets,
 )
 from tools.redact import REDACTED, as_json, redact_json
+
+M = TypeVar("M", bound=BaseModel)
 
 _HOST_KEYS = frozenset({"host", "hostname", "hosts", "node", "nodename", "nodes", "master_addr",
                         "addr", "fqdn", "server", "nodelist", "peer"})
@@ -183,6 +187,10 @@ class Redactor:
         if not self.mapping:
             return text
         return PLACEHOLDER.sub(lambda m: self.mapping.get(m.group(0), m.group(0)), text)
+
+    def restore_model(self, model: M) -> M:
+        """A copy of `model` with the placeholders in its strings mapped back."""
+        return type(model).model_validate(self.restore_obj(model.model_dump()))
 
     def restore_obj(self, obj: Any) -> Any:
         if isinstance(obj, str):

@@ -13,18 +13,23 @@ import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model
 
 from bot.agent.attachments import analyze_log, log_diagnoses
 from bot.agent.backends import error_text, load_nodes, search_cards
 from bot.agent.context import ToolContext, invocation
+from bot.agent.models import CardDetail, CardSummary, FoundCard, ProbeProposal
+from bot.contract import ToolCall
 from bot.errors import NcclbotError
 from bot.knowledge.cards import Card
 from tools.params import ToolSpec
 from tools.registry import TOOLS
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 MAX_TOOL_CHARS = 12_000
 
@@ -37,12 +42,10 @@ def _out(result: ToolResult) -> str:
     return cut.model_dump_json()
 
 
-def _card_summary(card: Card, score: float | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"card": card.id, "category": card.category, "title": card.title.en,
-                           "root_cause": card.root_cause.en[:400]}
-    if score is not None:
-        out["score"] = round(score, 3)
-    return out
+def card_summary(card: Card) -> CardSummary:
+    """A card as the model sees it in a list (its root cause cut at 400 characters)."""
+    return CardSummary(card=card.id, category=card.category, title=card.title.en,
+                       root_cause=card.root_cause.en[:400])
 
 
 def search_knowledge(ctx: ToolContext, query: str) -> ToolResult:
@@ -54,16 +57,17 @@ def search_knowledge(ctx: ToolContext, query: str) -> ToolResult:
     except ImportError as exc:
         return ToolResult.unavailable("search_knowledge", inv, "retrieval is not installed "
                                       f"(pip install 'ncclbot[retrieval]'): {exc}")
-    found = []
+    found: list[FoundCard] = []
     for hit in hits:
-        card = ctx.cards.get(hit["card"])
+        card = ctx.cards.get(hit.card)
         if card is None:
             continue
         ctx.state.see_card(card.id)
-        found.append({**_card_summary(card, hit["score"]), "why": hit["why"][:3],
-                      "channels": {ch: info.get("rank") for ch, info in hit["channels"].items()}})
+        found.append(FoundCard(**card_summary(card).model_dump(), score=round(hit.score, 3),
+                               why=hit.why[:3],
+                               channels={ch: info.rank for ch, info in hit.channels.items()}))
     return ToolResult(tool="search_knowledge", status="success", invocation=inv,
-                      data={"query": query, "cards": found})
+                      data={"query": query, "cards": [f.for_model() for f in found]})
 
 
 def get_card(ctx: ToolContext, id: str) -> ToolResult:
@@ -74,23 +78,19 @@ def get_card(ctx: ToolContext, id: str) -> ToolResult:
         hint = f" Did you mean: {', '.join(close)}?" if close else " Use search_knowledge first."
         return ToolResult.failed("get_card", inv, f"no card {id!r}.{hint}")
     ctx.state.see_card(card.id)
-    zh = ctx.lang in ("zh",)
-    data = {
-        **_card_summary(card),
-        "also": card.also,
-        "symptoms": card.symptoms.en,
-        "root_cause": card.root_cause.en,
-        "remediation": [f"{i + 1}. {s}" for i, s in enumerate(card.remediation.en)],
-        "verify": card.verify.en,
-        "probes": card.probes,
-        "sources": card.source_urls,
-    }
-    if zh:
-        data["remediation_zh"] = [f"{i + 1}. {s}" for i, s in enumerate(card.remediation.zh)]
-    return ToolResult(tool="get_card", status="success", invocation=inv, data=data)
+    detail = CardDetail(
+        card=card.id, category=card.category, title=card.title.en,
+        also=list(card.also), symptoms=list(card.symptoms.en), root_cause=card.root_cause.en,
+        remediation=[f"{i + 1}. {s}" for i, s in enumerate(card.remediation.en)],
+        verify=list(card.verify.en), probes=list(card.probes), sources=list(card.source_urls),
+        remediation_zh=([f"{i + 1}. {s}" for i, s in enumerate(card.remediation.zh)]
+                        if ctx.lang == "zh" else None))
+    return ToolResult(tool="get_card", status="success", invocation=inv,
+                      data=detail.for_model())
 
 
-def run_node_tool(ctx: ToolContext, tool: str, node: str, args: dict[str, Any]) -> ToolResult:
+def run_node_tool(ctx: ToolContext, tool: str, node: str, args: dict[str, JsonValue]
+                  ) -> ToolResult:
     """A read-only node tool the LLM may call (its ToolSpec's `llm`): the arguments it set,
     over the parameters always sent."""
     spec = TOOLS[tool]
@@ -110,8 +110,7 @@ def propose(ctx: ToolContext, tool: str, node: str, preset: str) -> ToolResult:
         load_nodes(ctx.settings).get(node)
     except NcclbotError as exc:
         return ToolResult.failed(name, inv, error_text(exc))
-    proposal = {"node": node, "preset": preset, "params": dict(presets[preset]),
-                "status": "proposed"}
+    proposal = ProbeProposal(node=node, preset=preset, params=dict(presets[preset]))
     if proposal not in ctx.state.proposals:
         ctx.state.proposals.append(proposal)
     return ToolResult(tool=name, status="success", invocation=inv,
@@ -128,7 +127,7 @@ class LlmToolDef:
     name: str
     description: str
     args: type[BaseModel]
-    run: Callable[[ToolContext, dict[str, Any]], ToolResult]
+    run: Callable[[ToolContext, dict[str, JsonValue]], ToolResult]
 
 
 _NODE_ARG = (str, Field(description="a node name from the inventory (or its placeholder)"))
@@ -149,9 +148,9 @@ def _node_tool(spec: ToolSpec) -> LlmToolDef:
     need = spec.prerequisite_text()
     text = f"{spec.description} Runs on the node's agent" + (f"; it {need}." if need else ".")
 
-    def run(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
+    def run(ctx: ToolContext, a: dict[str, JsonValue]) -> ToolResult:
         node = a.pop("node")
-        return run_node_tool(ctx, spec.name, node, a)
+        return run_node_tool(ctx, spec.name, str(node), a)
 
     return LlmToolDef(spec.llm.name, text, model, run)
 
@@ -168,7 +167,7 @@ def _proposal_tool(spec: ToolSpec) -> LlmToolDef:
         f"propose_{spec.name}",
         f"Propose this on a node; a person must confirm it, you never run it: "
         f"{spec.description} Presets: {', '.join(presets)}.", model,
-        lambda ctx, a: propose(ctx, spec.name, a["node"], a["preset"]))
+        lambda ctx, a: propose(ctx, spec.name, str(a["node"]), str(a["preset"])))
 
 
 def _tool_table() -> dict[str, LlmToolDef]:
@@ -202,13 +201,13 @@ def tool_schema(name: str) -> dict[str, Any]:
     return schema
 
 
-def call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
+def call_tool(ctx: ToolContext, name: str, args: dict[str, JsonValue]) -> str:
     """Run one tool by name; any failure comes back as a ToolResult with the invocation."""
     with ctx.lock:  # LangChain may run a turn's tool calls in parallel threads
         return _call_tool(ctx, name, args)
 
 
-def _call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
+def _call_tool(ctx: ToolContext, name: str, args: dict[str, JsonValue]) -> str:
     inv = invocation(name, args)
     tool = TOOL_DEFS.get(name)
     if tool is None:
@@ -228,18 +227,17 @@ def _call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> str:
                 result = tool.run(ctx, checked)
             except Exception as exc:  # noqa: BLE001 - tool errors go back to the model
                 result = ToolResult.failed(name, inv, f"{type(exc).__name__}: {exc}")
-    ctx.trace.append({"tool": name, "args": args, "status": result.status,
-                      "error": result.error})
+    ctx.trace.append(ToolCall(tool=name, args=args, status=result.status, error=result.error))
     return _out(result)
 
 
-def langchain_tools(ctx: ToolContext) -> list[Any]:
+def langchain_tools(ctx: ToolContext) -> list[BaseTool]:
     """The tools as LangChain StructuredTools bound to `ctx` (imports langchain lazily); each
     schema is its pydantic model's (types, bounds, defaults, the presets' enum)."""
     from langchain_core.tools import StructuredTool
 
-    def make(name: str) -> Any:
-        def run(**kwargs: Any) -> str:
+    def make(name: str) -> BaseTool:
+        def run(**kwargs: JsonValue) -> str:
             return call_tool(ctx, name, kwargs)
 
         return StructuredTool.from_function(func=run, name=name,

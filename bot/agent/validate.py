@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from bot.agent.answer_model import (
     AgentAnswer,
@@ -31,6 +30,7 @@ from bot.agent.answer_model import (
     RootCauseClaim,
 )
 from bot.agent.redact_rules import shaped_names
+from bot.contract import Dropped
 from bot.knowledge.cards import Card
 
 LineLookup = Callable[[str, int], "str | None"]
@@ -72,7 +72,7 @@ class NodeNames:
 class Outcome:
     answer: AgentAnswer
     notes: list[str] = field(default_factory=list)
-    dropped: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
 
     @property
     def grounded(self) -> bool:
@@ -154,12 +154,12 @@ def _check_root_cause(rc: RootCauseClaim, out: Outcome, cards: Mapping[str, Card
     if card is None:
         out.notes.append(f"dropped root cause citing card {rc.card!r}: no tool returned it "
                          "in this conversation")
-        out.dropped.append({"kind": "root_cause", "card": rc.card, "reason": "card not retrieved"})
+        out.dropped.append(Dropped(kind="root_cause", card=rc.card, reason="card not retrieved"))
         return None
     category = rc.category
     if category not in categories or category not in (card.category, *card.also):
         out.notes.append(f"repaired category {category!r} of {card.id} to {card.category!r}")
-        out.dropped.append({"kind": "category", "card": card.id, "value": category})
+        out.dropped.append(Dropped(kind="category", card=card.id, value=category))
         category = card.category
     evidence: list[EvidenceRef] = []
     for ev in rc.evidence:
@@ -167,7 +167,7 @@ def _check_root_cause(rc: RootCauseClaim, out: Outcome, cards: Mapping[str, Card
         if note:
             out.notes.append(note)
         if fixed is None:
-            out.dropped.append({"kind": "evidence", "file": ev.file, "line": ev.line})
+            out.dropped.append(Dropped(kind="evidence", file=ev.file, line=ev.line))
         elif all((e.file, e.line) != (fixed.file, fixed.line) for e in evidence):
             evidence.append(fixed)
     confidence = min(1.0, max(0.0, rc.confidence))
@@ -205,11 +205,11 @@ def validate_answer(answer: AgentAnswer, *, cards: Mapping[str, Card],
         if cid not in cards:
             if cid in answer.citations:
                 out.notes.append(f"dropped citation {cid!r}: no tool returned it")
-                out.dropped.append({"kind": "citation", "card": cid})
+                out.dropped.append(Dropped(kind="citation", card=cid))
         elif cid not in citations:
             citations.append(cid)
     probes = _check_probes(answer, out, presets, known_nodes)
-    unverified = ({*all_card_ids, *(d["card"] for d in out.dropped if "card" in d)}
+    unverified = ({*all_card_ids, *(d.card for d in out.dropped if d.card)}
                   - set(cards))
     explanation = _strip_card_ids(answer.explanation, unverified, out)
     if node_names is not None:
@@ -227,7 +227,7 @@ def _check_steps(answer: AgentAnswer, out: Outcome, cards: Mapping[str, Card],
         if card is None or not 1 <= st.step <= len(card.remediation.en):
             out.notes.append(f"dropped remediation step {st.card}#{st.step}: not a step of a "
                              "card returned in this conversation")
-            out.dropped.append({"kind": "remediation", "card": st.card, "step": st.step})
+            out.dropped.append(Dropped(kind="remediation", card=st.card, step=st.step))
         elif all((s.card, s.step) != (st.card, st.step) for s in steps):
             steps.append(st)
     if not steps and root_causes:
@@ -245,11 +245,11 @@ def _check_probes(answer: AgentAnswer, out: Outcome, presets: Collection[str],
         if presets and p.preset not in presets:
             out.notes.append(f"dropped probe suggestion {p.preset!r} on {p.node}: unknown preset "
                              f"(known: {', '.join(sorted(presets))})")
-            out.dropped.append({"kind": "probe", "preset": p.preset, "node": p.node})
+            out.dropped.append(Dropped(kind="probe", preset=p.preset, node=p.node))
         elif known_nodes is not None and p.node not in known_nodes:
             out.notes.append(f"dropped probe suggestion {p.preset!r} on {p.node}: not a node of "
                              "the inventory (NCCLBOT_NODES_FILE)")
-            out.dropped.append({"kind": "probe", "preset": p.preset, "node": p.node})
+            out.dropped.append(Dropped(kind="probe", preset=p.preset, node=p.node))
         elif all((q.node, q.preset) != (p.node, p.preset) for q in probes):
             probes.append(p)
     return probes
@@ -262,7 +262,7 @@ def _strip_card_ids(text: str, ids: Collection[str], out: Outcome) -> str:
         if rx.search(text):
             text = rx.sub(UNVERIFIED_CARD, text)
             out.notes.append(f"removed card id {cid!r} from the explanation: no tool returned it")
-            out.dropped.append({"kind": "explanation_card", "card": cid})
+            out.dropped.append(Dropped(kind="explanation_card", card=cid))
     return text
 
 
@@ -296,7 +296,7 @@ def _strip_unknown_nodes(text: str, nodes: NodeNames, out: Outcome) -> str:
     for word in made_up:
         out.notes.append(f"removed node name {word!r} from the explanation: not a node of the "
                          "inventory, nor named in the question, the logs or a tool's output")
-        out.dropped.append({"kind": "explanation_node", "node": word})
+        out.dropped.append(Dropped(kind="explanation_node", node=word))
     return text
 
 

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 import typer
 
@@ -84,16 +84,17 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
     (typer.confirm) when `interactive`, and otherwise declined, with a note saying so
     (`why_not`). `extra` goes to `bot.agent.respond` (e.g. `nodes=`). Bad input raises
     (the CLI prints it in one line)."""
+    from bot.agent.models import ProbeProposal
     from bot.troubleshooter import Question, Troubleshooter
 
-    declined: list[dict[str, Any]] = []
+    declined: list[ProbeProposal] = []
 
-    def confirm(proposal: dict[str, Any]) -> bool:
+    def confirm(proposal: ProbeProposal) -> bool:
         if not interactive:
             declined.append(proposal)
             return False
-        return typer.confirm(f"Run the NCCL probe {proposal['preset']!r} on node "
-                             f"{proposal['node']} now ({proposal['params']})?",
+        return typer.confirm(f"Run the NCCL probe {proposal.preset!r} on node "
+                             f"{proposal.node} now ({proposal.params})?",
                              default=False, err=True)
 
     with spooled_stdin(logs, settings.max_input_bytes) as paths:
@@ -102,8 +103,8 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
         answer = Troubleshooter(settings).answer(asked,
                                                  confirm_probe=confirm, strict=True, **extra)
     if declined:
-        probes = ", ".join(f"{p['preset']} on {p['node']}" for p in declined)
-        node = declined[0]["node"]
+        probes = ", ".join(f"{p.preset} on {p.node}" for p in declined)
+        node = declined[0].node
         answer = answer.with_notes(
             f"probe not run ({probes}): confirming it needs an interactive terminal "
             f"({why_not}); run `ncclbot ask` in a terminal, or `ncclbot node probe --node "
@@ -125,7 +126,7 @@ def spooled_stdin(logs: Sequence[str], limit: int) -> Iterator[list[str]]:
         yield [str(spooled) if p == "-" else p for p in logs]
 
 
-def _copy_at_most(src: Any, dst: Any, limit: int) -> None:
+def _copy_at_most(src: BinaryIO, dst: BinaryIO, limit: int) -> None:
     left = limit
     while left > 0:
         chunk = src.read(min(left, 1 << 20))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
+from bot.contract import SuspectOut
 from bot.logs.extract import is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
@@ -27,8 +27,9 @@ class Suspect:
     weight: float
     evidence: list[Evidence] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "host": self.host, "reason": self.reason}
+    def out(self) -> SuspectOut:
+        """The suspect as an answer names it."""
+        return SuspectOut(rank=self.rank, host=self.host, reason=self.reason)
 
 
 @dataclass

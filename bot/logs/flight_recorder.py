@@ -93,7 +93,7 @@ class FrDump:
     groups: dict[str, list[int]] = field(default_factory=dict)
 
 
-def _text(value: Any, default: str = "?") -> str:
+def _text(value: object, default: str = "?") -> str:
     """A scalar as bounded text; a container, or an integer too long to print, is `default`."""
     if isinstance(value, str):  # a lone surrogate (pickle allows it) would fail JSON later
         return value[:MAX_TEXT].encode("utf-8", "replace").decode("utf-8")
@@ -108,7 +108,7 @@ def _text(value: Any, default: str = "?") -> str:
     return default
 
 
-def _small_int(value: Any) -> int | None:
+def _small_int(value: object) -> int | None:
     """An id (sequence id, rank) as an int in [0, 2**63); None for anything else."""
     if isinstance(value, bool):
         return None
@@ -121,10 +121,10 @@ def _small_int(value: Any) -> int | None:
     return None
 
 
-def _sizes(value: Any, budget: int = 120) -> str:
+def _sizes(value: object, budget: int = 120) -> str:
     """Nested lists of sizes as Python prints them ("[[8]]"), bounded in length and depth."""
     out: list[str] = []
-    todo: list[Any] = [value]
+    todo: list[object] = [value]
     depth = 0
     while todo and sum(map(len, out)) < budget:
         item = todo.pop()
@@ -162,7 +162,7 @@ _CLOSE = object()
 _COMMA = object()
 
 
-def _group_ranks(config: Any) -> dict[str, list[int]]:
+def _group_ranks(config: object) -> dict[str, list[int]]:
     """`pg_config` maps a group's name to its `ranks`, a list or its text ("[0, 1, 2, 3]")."""
     out: dict[str, list[int]] = {}
     if not isinstance(config, dict):
@@ -180,7 +180,7 @@ def _group_ranks(config: Any) -> dict[str, list[int]]:
     return out
 
 
-def _where(frames: Any) -> str:
+def _where(frames: object) -> str:
     """The innermost frame outside torch, "file:line (function)"; "" without frames."""
     if not isinstance(frames, list):
         return ""
@@ -218,7 +218,7 @@ def parse_dump_here(data: bytes, name: str) -> FrDump:
     return dump_from_raw(raw, name)
 
 
-def dump_from_raw(raw: Any, name: str) -> FrDump:
+def dump_from_raw(raw: object, name: str) -> FrDump:
     """The fields the analysis uses, from a loaded dump of unknown shape: every one checked,
     bounded text or a small int; an entry with a field of the wrong type is skipped."""
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):

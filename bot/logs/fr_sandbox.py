@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from bot.logs.flight_recorder import (
     MAX_DUMP_BYTES,
@@ -195,19 +195,19 @@ class _Child:
             self.proc.wait()
 
 
-def _str(value: Any, limit: int = MAX_TEXT + 200) -> str:
+def _str(value: object, limit: int = MAX_TEXT + 200) -> str:
     if not isinstance(value, str):
         raise TypeError("not text")
     return value[:limit]
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
         raise TypeError("not a small integer")
     return value
 
 
-def _from_wire(msg: Any, name: str) -> FrDump | DumpError:
+def _from_wire(msg: object, name: str) -> FrDump | DumpError:
     """A child's answer, every field checked again: the child read hostile bytes."""
     if not isinstance(msg, dict):
         raise TypeError("not a mapping")
@@ -233,7 +233,7 @@ def _from_wire(msg: Any, name: str) -> FrDump | DumpError:
          if isinstance(v, list)})
 
 
-def _to_wire(dump: FrDump) -> dict[str, Any]:
+def _to_wire(dump: FrDump) -> dict[str, object]:
     return {"dump": {"rank": dump.rank, "version": dump.version, "notes": dump.notes,
                      "groups": dump.groups,
                      "entries": [[e.pg, e.seq, e.op, e.sizes, e.state, e.where]
@@ -286,7 +286,7 @@ def _serve(inp: IO[bytes], out: IO[bytes], cpu_s: int) -> None:
             out.flush()
             return
         try:
-            msg: dict[str, Any] = _to_wire(parse_dump_here(data, name))
+            msg: dict[str, object] = _to_wire(parse_dump_here(data, name))
         except DumpError as exc:
             msg = {"error": str(exc)[:600]}
         except MemoryError:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from bot.contract import EvidenceLine, InputFile, InputSummary
 from bot.logs.flight_recorder import FrFinding
 from bot.logs.salient import SalientLines
 from bot.logs.sources import SourceStats
@@ -25,13 +26,10 @@ class Evidence:
     host: str | None = None
     ts: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {"file": self.file, "line": self.line, "text": self.text}
-        if self.rank is not None:
-            out["rank"] = self.rank
-        if self.host:
-            out["host"] = self.host
-        return out
+    def out(self) -> EvidenceLine:
+        """The line as an answer quotes it."""
+        return EvidenceLine(file=self.file, line=self.line, text=self.text, rank=self.rank,
+                            host=self.host or None)
 
     @property
     def where(self) -> str:
@@ -166,20 +164,23 @@ class LogReport:
             self.counts[k] for k in self.counts if k not in INFO_KINDS
         )
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "files": [asdict(s) for s in self.sources],
-            "bytes": self.total_bytes,
-            "lines": self.total_lines,
-            "engine": self.engine,
-            "ranks_seen": len(self.ranks),
-            "world_size": self.world_size,
-            "hosts": sorted(self.hosts)[:64],
-            "versions": self.versions,
-            "env": self.env,
-            "transports": dict(self.transports.most_common(8)),
-            "counts": dict(self.counts),
-        }
+    def summary(self) -> InputSummary:
+        """What was read, as an answer's `input` shows it."""
+        return InputSummary(
+            files=[InputFile(name=s.name, compressed_bytes=s.compressed_bytes,
+                             bytes_read=s.bytes_read, lines=s.lines, problems=list(s.problems))
+                   for s in self.sources],
+            bytes=self.total_bytes,
+            lines=self.total_lines,
+            engine=self.engine,
+            ranks_seen=len(self.ranks),
+            world_size=self.world_size,
+            hosts=sorted(self.hosts)[:64],
+            versions=dict(self.versions),
+            env=dict(self.env),
+            transports=dict(self.transports.most_common(8)),
+            counts=dict(self.counts),
+        )
 
 
 #: Fact kinds that describe a healthy setup rather than a failure.

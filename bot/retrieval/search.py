@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.config import Settings
+from bot.contract import ChannelHit, RetrievalHit
 from bot.diagnosis.engine import Diagnosis
 from bot.knowledge.cards import Card
 from bot.retrieval.fusion import DEFAULT_WEIGHTS, Ranked, rrf
@@ -25,11 +26,12 @@ class Hit:
     category: str
     score: float
     why: list[str] = field(default_factory=list)
-    channels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[str, ChannelHit] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"card": self.card, "category": self.category, "score": round(self.score, 4),
-                "why": self.why, "channels": self.channels}
+    def out(self) -> RetrievalHit:
+        """The hit as the answer lists it (score rounded)."""
+        return RetrievalHit(card=self.card, category=self.category, score=round(self.score, 4),
+                            why=self.why, channels=self.channels)
 
 
 class Retriever:

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, with_config
 from typing_extensions import Required, TypedDict
 
 from bot.contract import Answer, ProbeSuggestion, RootCauseOut, Titles
+from bot.threads import Candidate
 
 MAX_TEXT = 3000
 MAX_BLOCKS = 50
@@ -158,7 +159,7 @@ def code(text: str) -> str:
     return esc(text.replace("```", "ˋˋˋ"))
 
 
-def _pick(d: Titles | None, lang: str) -> str:
+def _pick(d: Titles | dict[str, str] | None, lang: str) -> str:
     texts: dict[str, str] = {str(k): v for k, v in (d or {}).items()}
     return " / ".join(texts[lg] for lg in langs(lang) if texts.get(lg))
 
@@ -185,10 +186,10 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> E
     return b
 
 
-def others(candidates: Sequence[dict[str, Any]], answer: Answer) -> list[dict[str, Any]]:
+def others(candidates: Sequence[Candidate], answer: Answer) -> list[Candidate]:
     """The candidates (earlier answers' causes) that this answer does not list."""
     shown = {(rc.category, rc.card) for rc in answer.root_causes}
-    return [c for c in candidates if (c.get("category"), c.get("card")) not in shown]
+    return [c for c in candidates if c.key not in shown]
 
 
 def proposed_probes(answer: Answer) -> list[ProbeSuggestion]:
@@ -215,7 +216,7 @@ OTHER_WORDS = {
 
 
 def render_other_causes(answer: Answer, lang: str = "both",
-                        earlier: list[dict[str, Any]] | tuple[dict[str, Any], ...] = ()
+                        earlier: Sequence[Candidate] = ()
                         ) -> Rendered:
     """The answer's other root causes, one line each in one language (the thread's), then
     candidates earlier answers in the thread had."""
@@ -228,8 +229,8 @@ def render_other_causes(answer: Answer, lang: str = "both",
         lines.append(f"• {esc(name)} · `{rc.category}` · {w[rc.certainty or 'weak']} "
                      f"({rc.confidence:.0%})")
     texts = [f"*{w['head']}*\n" + "\n".join(lines)] if lines else []
-    rows = [f"• {esc(_short(_pick(c.get('title'), lg) or str(c.get('category'))))} · "
-            f"`{c.get('category')}` · {float(c.get('confidence') or 0):.0%}"
+    rows = [f"• {esc(_short(_pick(c.title, lg) or c.category))} · "
+            f"`{c.category}` · {c.confidence:.0%}"
             for c in others(earlier, answer)]
     if rows:
         texts.append(f"*{w['earlier']}*\n" + "\n".join(rows[:10]))

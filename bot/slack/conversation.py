@@ -6,7 +6,6 @@ import hashlib
 import logging
 import re
 import threading
-from typing import Any
 
 from slack_sdk import WebClient
 
@@ -19,7 +18,7 @@ from bot.slack.lang import choose
 from bot.slack.payloads import MessageEvent, SlackFile
 from bot.slack.progress import StatusMessage
 from bot.slack.store import LogRef, thread_id
-from bot.threads import ThreadState
+from bot.threads import Candidate, ThreadState
 from bot.troubleshooter import Question
 
 log = logging.getLogger(__name__)
@@ -305,17 +304,16 @@ def set_aside(logs: list[Download]) -> str:
             "works without. Run `ncclbot analyze` on the file for the error.")
 
 
-def merge_candidates(old: list[dict[str, Any]], answer: Answer, keep: int = 10
-                     ) -> list[dict[str, Any]]:
+def merge_candidates(old: list[Candidate], answer: Answer, keep: int = 10
+                     ) -> list[Candidate]:
     """Every root cause proposed in the thread so far, best confidence each, best first."""
-    best = {(c.get("category"), c.get("card")): c for c in old}
+    best = {c.key: c for c in old}
     for rc in answer.root_causes:
-        c: dict[str, Any] = {"category": rc.category, "card": rc.card,
-                             "confidence": rc.confidence, "title": dict(rc.title)}
-        k = (c["category"], c["card"])
-        if k not in best or float(c["confidence"] or 0) > float(best[k].get("confidence") or 0):
-            best[k] = c
-    return sorted(best.values(), key=lambda c: -float(c.get("confidence") or 0))[:keep]
+        c = Candidate(category=rc.category, card=rc.card, confidence=rc.confidence,
+                      title=dict(rc.title))
+        if c.key not in best or c.confidence > best[c.key].confidence:
+            best[c.key] = c
+    return sorted(best.values(), key=lambda c: -c.confidence)[:keep]
 
 
 def earlier_notes(ctx: ThreadState, answer: Answer) -> list[str]:
@@ -323,9 +321,8 @@ def earlier_notes(ctx: ThreadState, answer: Answer) -> list[str]:
     if not ctx.candidates or not ctx.last_answer_id:
         return []
     top, causes = ctx.candidates[0], answer.root_causes
-    if causes and (causes[0].category, causes[0].card) == (
-            top.get("category"), top.get("card")):
+    if causes and (causes[0].category, causes[0].card) == top.key:
         return []
-    return [f"Earlier in this thread the leading candidate was {top.get('category')} "
-            f"({float(top.get('confidence') or 0):.0%}, card {top.get('card')}); "
+    return [f"Earlier in this thread the leading candidate was {top.category} "
+            f"({top.confidence:.0%}, card {top.card}); "
             "see Other possible causes."]

@@ -365,7 +365,7 @@ def stuck_hosts(answer: Answer, limit: int = 8) -> list[str]:
             or answer.verdict == "no_evidence" or not hang_seen(answer)):
         return []
     hosts = [s.host for s in answer.diagnosis.suspects if s.host]
-    hosts += [str(h) for h in (answer.input or {}).get("hosts") or []]
+    hosts += answer.input.hosts if answer.input else []
     return [h for h in dict.fromkeys(hosts) if h and h != "localhost"][:limit]
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from bot.contract import Answer, SimilarIncident
 from bot.slack.blocks import Block, Element, Option, View, button, context, esc
 from bot.slack.payloads import FormMeta, SubmittedView
+from bot.threads import Candidate
 
 ACTION_RESOLVE = "ncclbot_resolve"
 ACTION_CORRECT = "ncclbot_resolve_correct"
@@ -86,14 +86,14 @@ class Choice:
 
 def cause_choices(answer: Answer | None, cards: Sequence[tuple[str, str, str]],
                   categories: Sequence[tuple[str, str]],
-                  earlier: Sequence[dict[str, Any]] = ()) -> list[tuple[str, list[Choice]]]:
+                  earlier: Sequence[Candidate] = ()) -> list[tuple[str, list[Choice]]]:
     """Option groups: the answer's (and thread's) candidates first, then every card, every
     category, and something new. `cards` are (id, category, title); `categories` (id, name).
     A value is `card:ID`, `cat:ID` or `new`."""
     seen: set[str] = set()
     first: list[Choice] = []
     for cat, card in [*((rc.category, rc.card) for rc in (answer.root_causes if answer else [])),
-                      *((str(c.get("category")), c.get("card")) for c in earlier)]:
+                      *(c.key for c in earlier)]:
         value = f"card:{card}" if card else f"cat:{cat}"
         if value in seen:
             continue

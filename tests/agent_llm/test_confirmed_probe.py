@@ -39,7 +39,7 @@ def test_a_confirmed_probe_of_35_s_returns_its_result(llm, tmp_path: Path) -> No
                    probes=[{"node": "HOST_1", "preset": "gloo", "reason": "measure it"}]))
         settings = settings_for(srv, nodes_file=nodes, agent_secret=SECRET)
         out = respond("is gpu-node-7 slow?", settings=settings,
-                      confirm_probe=lambda proposal: proposal["preset"] == "gloo")
+                      confirm_probe=lambda proposal: proposal.preset == "gloo")
     finally:
         stop_agent(agent)
     assert out["llm"]["used"], out["notes"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from bot.agent.models import ProbeProposal
 from bot.threads import (
     InMemoryThreadStore,
     SqliteThreadStore,
@@ -82,16 +83,16 @@ def _nodes_settings(srv, tmp_path: Path, **kw):
 def test_node_tools_redacted_and_probe_confirmed(llm, tmp_path: Path):
     nodes = RecordedNodes({"env": ENV, "probe": PROBE_OK})
     srv = llm(*_probe_script())
-    asked: list[dict] = []
+    asked: list[ProbeProposal] = []
 
-    def confirm(proposal: dict) -> bool:
+    def confirm(proposal: ProbeProposal) -> bool:
         asked.append(proposal)
         return True
 
     out = respond(f"is gpu-node-7 misconfigured? {QUESTION}", settings=_nodes_settings(
         srv, tmp_path), nodes=nodes, confirm_probe=confirm)
     assert nodes.calls[0] == ("gpu-node-7", "env", {"import_torch": False})  # name restored
-    assert [(p["node"], p["preset"]) for p in asked] == [("gpu-node-7", "quick")]
+    assert [p.key for p in asked] == [("gpu-node-7", "quick")]
     assert nodes.calls[-1][:2] == ("gpu-node-7", "probe")
     assert out["probe_results"][0]["result"]["data"] == {"ok": 1}
     # The hybrid search found the card, so the answer is grounded (not the fallback).
@@ -117,7 +118,7 @@ def test_probe_never_runs_without_confirmation(llm, tmp_path: Path):
     assert out["suggested_probes"][0]["needs_confirmation"] is True
     assert not out["probe_results"]
     srv2 = llm(*_probe_script())
-    asked: list[dict] = []
+    asked: list[ProbeProposal] = []
     out = respond("is gpu-node-7 misconfigured?", settings=_nodes_settings(srv2, tmp_path),
                   nodes=nodes, confirm_probe=lambda p: asked.append(p) is not None)
     assert len(asked) == 1 and out["suggested_probes"][0]["status"] == "declined"
@@ -128,11 +129,11 @@ def test_probe_never_runs_without_confirmation(llm, tmp_path: Path):
 def test_probe_only_in_the_final_answer_can_still_be_confirmed(llm, tmp_path: Path):
     nodes = RecordedNodes({"env": ENV, "probe": PROBE_OK})
     srv = llm(_probe_script()[0], _probe_script()[2])  # no propose_probe call at all
-    asked: list[dict] = []
+    asked: list[ProbeProposal] = []
     out = respond("is gpu-node-7 misconfigured?", settings=_nodes_settings(srv, tmp_path),
                   nodes=nodes, confirm_probe=lambda p: asked.append(p) is None)
-    assert [(p["node"], p["preset"]) for p in asked] == [("gpu-node-7", "quick")]
-    assert asked[0]["params"]["collectives"] == ["all_reduce"]
+    assert [p.key for p in asked] == [("gpu-node-7", "quick")]
+    assert asked[0].params["collectives"] == ["all_reduce"]
     assert nodes.calls[-1][:2] == ("gpu-node-7", "probe")
     assert out["probe_results"][0]["preset"] == "quick"
     assert_no_secrets(srv, log=False)
@@ -145,7 +146,7 @@ def test_probes_on_nodes_outside_the_inventory_are_refused(llm, tmp_path: Path):
               answer(explanation="x", citations=[IFNAME_CARD],
                      probes=[{"node": "gpu-node-77", "preset": "quick"},
                              {"node": "HOST_2", "preset": "quick"}]))
-    asked: list[dict] = []
+    asked: list[ProbeProposal] = []
     out = respond("probe it", settings=_nodes_settings(srv, tmp_path), nodes=nodes,
                   confirm_probe=lambda p: asked.append(p) is not None)
     result = tool_messages(srv.requests[1])[1]
@@ -158,7 +159,7 @@ def test_probes_on_nodes_outside_the_inventory_are_refused(llm, tmp_path: Path):
     assert any("dropped probe suggestion 'quick' on gpu-node-77: not a node of the inventory"
                in n for n in out["notes"])
     # gpu-node-8 (HOST_2) is in the inventory: that suggestion stands, and was asked about.
-    assert [(p["node"], p["preset"]) for p in asked] == [("gpu-node-8", "quick")]
+    assert [p.key for p in asked] == [("gpu-node-8", "quick")]
 
 
 def test_no_inventory_means_no_probe(llm):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.agent.answer_model import AgentAnswer, AnswerParseError, parse_answer
 from bot.agent.validate import validate_answer
+from bot.contract import Dropped
 from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
 from tests.agent_llm.conftest import OOM_CARD
@@ -54,7 +55,7 @@ def test_a_quote_must_really_match_its_line():
         assert out.answer.root_causes[0].evidence == [], lax
         assert out.notes == ["dropped evidence train.log:7: the quoted text does not match "
                              "that line"]
-        assert out.dropped == [{"kind": "evidence", "file": "train.log", "line": 7}]
+        assert out.dropped == [Dropped(kind="evidence", file="train.log", line=7)]
     # Most of the line's words, in another order or spacing, still match.
     out = _check(_claim({"file": "train.log", "line": 7,
                          "text": "rank2 torch.cuda OutOfMemoryError - CUDA out of memory"}))
@@ -149,7 +150,7 @@ def test_explanation_node_names_the_model_was_never_shown_are_removed():
         "Rank 2 on HOST_1 ran out of memory; gpu-node11 lost its peer, and [unverified node] "
         "and [unverified node] timed out. Probe [unverified node] next, then [unverified node] "
         "again; node-a and rank7 are not node names here.")
-    assert [d["node"] for d in out.dropped] == ["gpu-node42", "HOST_7", "GPU-NODE99.cluster"]
+    assert [d.node for d in out.dropped] == ["gpu-node42", "HOST_7", "GPU-NODE99.cluster"]
     assert out.notes[0] == ("removed node name 'gpu-node42' from the explanation: not a node "
                             "of the inventory, nor named in the question, the logs or a "
                             "tool's output")

@@ -27,7 +27,7 @@ def test_unknown_ips_and_hosts_of_other_shapes_are_replaced() -> None:
                  "NCCL 2.21.5"):
         assert kept in text
     assert text.count(UNVERIFIED_NODE) == 6
-    assert {d["node"] for d in out.dropped} == {"10.9.9.9", "IP_4", "fe80::1:2:3%ib0", "dgx07",
+    assert {d.node for d in out.dropped} == {"10.9.9.9", "IP_4", "fe80::1:2:3%ib0", "dgx07",
                                                  "ip-10-0-0-7", "trainer.corp.example.com"}
     assert len(out.notes) == 6
 

@@ -18,7 +18,7 @@ def test_rrf_explains_and_dedupes() -> None:
     fused = rrf({"bm25": [Ranked("a", 3.0, "terms x"), Ranked("a", 1.0)],
                  "signature": [Ranked("a", 0.9, "log matched")]}, k=20)
     (hit,) = fused
-    assert hit.channels["bm25"]["rank"] == 1
+    assert hit.channels["bm25"].rank == 1
     assert hit.why == ["bm25 #1: terms x", "signature #1: log matched"]
 
 

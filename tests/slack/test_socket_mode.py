@@ -169,7 +169,7 @@ def test_followup_reuses_the_thread_analysis(slack: FakeSlack, make_app) -> None
     ctx = slack.wait_for(lambda: (c := deps.store.context("D1", "60.1")).questions[1:] and c)
     assert ctx.analysis_key and ctx.questions == ["why did it hang?",
                                                   "what should I check first?"]
-    assert ctx.candidates[0]["category"] == "rank_crashed"
+    assert ctx.candidates[0].category == "rank_crashed"
     assert "ncclbot_details" in block_text(reply["blocks"])  # the report, on request
     # a new log is a new set of logs: analyzed once more, with the first
     g = slack.add_file("rank1.log", crash_log("gpu-node09"))

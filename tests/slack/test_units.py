@@ -164,8 +164,8 @@ def test_candidates_are_merged_and_offered() -> None:
 
     first = merge_candidates([], ans(("a", "ka", 0.5), ("b", "kb", 0.3)))
     both = merge_candidates(first, ans(("b", "kb", 0.7)))
-    assert [(c["category"], c["confidence"]) for c in both] == [("b", 0.7), ("a", 0.5)]
-    assert [c["category"] for c in others(both, ans(("b", "kb", 0.7)))] == ["a"]
+    assert [(c.category, c.confidence) for c in both] == [("b", 0.7), ("a", 0.5)]
+    assert [c.category for c in others(both, ans(("b", "kb", 0.7)))] == ["a"]
     ctx = ThreadState(last_answer_id="x", candidates=first)
     assert "leading candidate was a (50%" in earlier_notes(ctx, ans(("b", "kb", 0.7)))[0]
     assert earlier_notes(ctx, ans(("a", "ka", 0.6))) == []
