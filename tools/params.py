@@ -63,6 +63,20 @@ class LlmTool:
 
 
 @dataclass(frozen=True)
+class McpTool:
+    """How a coding agent calls it over MCP (`bot.mcp.server`): its tool name, the parameters
+    it may set (types, bounds and descriptions from the model; `defaults` where MCP's
+    differ), and those naming a file on the server's machine (checked against the server's
+    log roots when it runs there). A tool with presets is offered as `preset` instead (the
+    enum of its presets); one that is not idempotent only on servers that allow probes."""
+
+    name: str
+    fields: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """One node tool, declared once. Field docs say who reads each."""
 
@@ -102,6 +116,8 @@ class ToolSpec:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: how the LLM reads it on a named node (None: not offered to the LLM)
     llm: LlmTool | None = None
+    #: how coding agents call it over MCP (None: not offered there)
+    mcp: McpTool | None = None
     #: a command in `tools.cli` (False: the bot has its own, e.g. `hang` compares nodes)
     cli: bool = True
     #: reports progress while it runs (the agent's /v1/<name>/status)
@@ -130,6 +146,11 @@ class ToolSpec:
     @property
     def headline(self) -> str:
         return self.title or self.description.split(":")[0].split(". ")[0]
+
+    def preset_text(self) -> str:
+        """The presets in a line: `quick (backend=nccl, ...)`, for tool descriptions."""
+        return "; ".join(f"{k}: " + ", ".join(f"{p}={v}" for p, v in params.items())
+                         for k, params in self.presets.items())
 
     def prerequisite_text(self) -> str:
         return "needs " + "; ".join(self.prerequisites) if self.prerequisites else ""

@@ -139,10 +139,10 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         procs = list_gpu_procs()
         if not procs or force:
             return None
-        pids = sorted({p["pid"] for p in procs})
+        held = sorted({p["pid"] for p in procs})
         request.state.ncclbot_audit = {"outcome": "refused", "reason": "gpus in use"}
-        return JSONResponse({"detail": f"{len(pids)} process(es) hold the GPUs (pids "
-                             f"{', '.join(map(str, pids[:10]))}); not probing over a "
+        return JSONResponse({"detail": f"{len(held)} process(es) hold the GPUs (pids "
+                             f"{', '.join(map(str, held[:10]))}); not probing over a "
                              "running job. An authorised user may pass force=true.",
                              "reason": "gpus_in_use", "processes": procs[:64]}, 409)
 
@@ -252,11 +252,10 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
             params = body.tool_params()
             if body.rendezvous is None:
                 return _tool(request, "probe", params.model_dump())
-            from tools.agent.group import run_group_member
+            from tools.probe.group import run_group_member
 
-            rv = body.rendezvous
-            result = run_group_member(params, rv.master_addr, rv.master_port, rv.node_rank,
-                                      rv.nnodes, fault=fault, on_progress=lock.report)
+            result = run_group_member(params, body.rendezvous, fault=fault,
+                                      on_progress=lock.report)
             request.state.ncclbot_audit = {
                 "tool": "probe", "params": body.model_dump(exclude={"force"}),
                 "outcome": result.status, "error": (result.error or "")[:300] or None,

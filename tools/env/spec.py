@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tools.params import LlmTool, Params, RunContext, ToolSpec
+from tools.params import LlmTool, McpTool, Params, RunContext, ToolSpec
 from tools.result import ToolResult
 
 
@@ -42,5 +42,6 @@ SPEC = ToolSpec(
     # importing torch on a busy node can take a while
     timeout=lambda p: 120.0 if p.import_torch else 60.0, render=render,
     llm=LlmTool("node_env", fixed={"import_torch": False}),
+    mcp=McpTool("node_env", fields=("import_torch",), defaults={"import_torch": False}),
     title='environment variables (redacted), versions, limits, network, with lint findings',
 )

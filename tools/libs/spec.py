@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tools.hang.procs import RankSelection
-from tools.params import LlmTool, RunContext, ToolSpec
+from tools.params import LlmTool, McpTool, RunContext, ToolSpec
 from tools.result import ToolResult
 
 
@@ -56,5 +56,6 @@ SPEC = ToolSpec(
     prerequisites=("permission to read the ranks' /proc/PID/maps (the same user, or root)",),
     timeout=lambda p: 30.0, summary=summary, render=render,
     llm=LlmTool("node_libs", fields=("job",)),
+    mcp=McpTool("node_libs", fields=("pids", "pattern", "job")),
     title="the NCCL/CUDA/cuDNN/torch library versions a running job's ranks loaded",
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.params import RunContext, ToolSpec
+from tools.params import McpTool, RunContext, ToolSpec
 from tools.probe.params import ProbeParams
 from tools.probe.presets import PROBE_PRESETS
 from tools.probe.remote import ProbeRequest
@@ -53,5 +53,6 @@ SPEC = ToolSpec(
     # the probe's own limit, which it enforces on its ranks
     timeout=lambda p: float(p.timeout),
     summary=summary, render=render, request=ProbeRequest, presets=PROBE_PRESETS,
+    mcp=McpTool("node_probe"),
     title='a bounded NCCL bandwidth probe (busbw per size)',
 )

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from tools.params import STRICT, LlmTool, Params, RunContext, ToolSpec
+from tools.params import STRICT, LlmTool, McpTool, Params, RunContext, ToolSpec
 from tools.result import ToolResult
 
 
@@ -80,5 +80,6 @@ SPEC = ToolSpec(
                    "lspci for PCIe ACS"),
     timeout=lambda p: 60.0, render=render, request=TopoRequest,
     llm=LlmTool("node_topology"),
+    mcp=McpTool("node_topology", fields=("topo_text",)),
     title='GPU/NIC topology, NVLink, P2P, ACS, IOMMU and GPU health',
 )

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from tools.params import STRICT, Params, RunContext, ToolSpec
+from tools.params import STRICT, McpTool, Params, RunContext, ToolSpec
 from tools.result import ToolResult
 
 #: The only files a remote caller may ask the Xid scan to read.
@@ -53,5 +53,6 @@ SPEC = ToolSpec(
     XidParams, run,
     prerequisites=("permission to read dmesg, or a log file",),
     timeout=lambda p: 60.0, render=render, request=XidRequest,
+    mcp=McpTool("node_xid", fields=("file",), paths=("file",)),
     title='NVIDIA Xid errors in the kernel log, explained',
 )
