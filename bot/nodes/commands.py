@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import typer
 
@@ -29,7 +30,7 @@ def _settings(config: Path | None) -> Settings:
     return load_settings(config)
 
 
-def run_remote(config: Path | None, name: str, tool: str, params: dict[str, Any],
+def run_remote(config: Path | None, name: str, tool: str, params: Mapping[str, object],
                as_json: bool) -> None:
     """`ncclbot node TOOL --node NAME`: through the NodeRunner, printed as here."""
     from bot.nodes.client import cli_user
@@ -49,14 +50,14 @@ def run_remote(config: Path | None, name: str, tool: str, params: dict[str, Any]
 
 
 def hang_samples(config: Path | None, node: str | None, nodes: str | None,
-                 params: dict[str, Any]) -> tuple[list[HangSample], list[str]]:
+                 params: Mapping[str, object]) -> tuple[list[HangSample], list[str]]:
     """The `hang` diagnostic here (no node named) or on each named node's agent, in
     parallel; the samples, and what failed where."""
     from bot.nodes.hang import gather, read_sample
     from bot.nodes.runner import NodeRunner
 
     if node is None and nodes is None:
-        got = read_sample(NodeRunner().run(None, "hang", params).model_dump(), "this machine")
+        got = read_sample(NodeRunner().run(None, "hang", params), "this machine")
         return ([got], []) if not isinstance(got, str) else ([], [got])
     from bot.nodes.client import cli_user
     from bot.nodes.inventory import load_inventory
@@ -65,10 +66,10 @@ def hang_samples(config: Path | None, node: str | None, nodes: str | None,
     names = [n.strip() for n in f"{node or ''},{nodes or ''}".split(",") if n.strip()]
     targets = [t.name for t in load_inventory(settings.nodes_file).expand(names)]
     runner = NodeRunner(settings, cli_user())  # waits the sample's deadline and the way back
-    return gather(targets, lambda name: runner.run(name, "hang", params).model_dump())
+    return gather(targets, lambda name: runner.run(name, "hang", params))
 
 
-def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: bool,
+def run_multi(config: Path | None, names: str, params: Mapping[str, object], as_json: bool,
               mode: str, expected: float | None) -> None:
     from bot.nodes.client import client_for
     from bot.nodes.inventory import load_inventory

@@ -24,15 +24,25 @@ class ProbeRow(StepRow):
     busbw_gbps: float
 
 
-class Position(TypedDict):
-    """Where a sweep is: the slowest rank's step k of N (`launch.sweep_position`); the
-    agent's /v1/probe/status says it as `ProbeProgress`."""
+class StepAt(TypedDict, total=False):
+    """A worker's `rank{R}.progress`: the step it is in ("init", "finish") since `t`."""
 
-    step: int
-    steps: int
     collective: str
     bytes: int
-    ranks: int
+    t: float
+
+
+class RankFile(TypedDict, total=False):
+    """A worker's `rank{R}.json`: its rows, or why it stopped."""
+
+    rank: int
+    world_size: int
+    status: str
+    device: str
+    backend: str
+    rows: list[StepRow]
+    error: str
+    failed_at: StepAt
 
 
 class Hardware(TypedDict, total=False):
