@@ -15,17 +15,20 @@ import inspect
 import os
 import sys
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic.fields import FieldInfo
 
-from tools.params import ToolSpec, findings_summary
+from tools.params import ProbeProgress, Progress, ToolSpec, findings_summary
 from tools.registry import TOOLS, run_local
 from tools.result import ToolResult
 from tools.units import format_size
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 node_app = typer.Typer(help="Node diagnostics: " + ", ".join(TOOLS) + ".",
                        no_args_is_help=True)
@@ -41,14 +44,14 @@ def _emit(result: ToolResult, as_json: bool) -> None:
     raise typer.Exit(EXIT_CODES[result.status])
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     """`value` as literal text for rich (escaped markup)."""
     from rich.markup import escape
 
     return escape(str(value))
 
 
-def render(result: ToolResult, con: Any = None) -> None:
+def render(result: ToolResult, con: Console | None = None) -> None:
     """A rich summary: status, key facts, findings. Tool output is escaped, never markup."""
     from rich.console import Console
     from rich.table import Table
@@ -73,7 +76,7 @@ def render(result: ToolResult, con: Any = None) -> None:
         con.print("[green]no findings[/green]")
 
 
-def _render_data(con: Any, result: ToolResult) -> None:
+def _render_data(con: Console, result: ToolResult) -> None:
     spec = TOOLS.get(result.tool)
     if spec is not None:
         spec.render(result, con)  # the tool's own table (its ToolSpec)
@@ -96,19 +99,19 @@ def parse_size(text: str, option: str = "size") -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
 
 
-def progress_line(where: dict[str, Any]) -> str:
+def progress_line(where: ProbeProgress) -> str:
     """"step 3/8: all_reduce, 4 MiB (2 ranks)" for a probe's position."""
-    if where.get("step", 0) <= 0:
-        return f"probe starting {where.get('ranks', 0)} rank(s)…"
-    if where.get("collective") == "finish":
-        return f"probe finishing, {where.get('steps')} steps done…"
-    return (f"probe step {where['step']}/{where.get('steps')}: {where.get('collective')}, "
-            f"{format_size(int(where.get('bytes') or 0))} ({where.get('ranks')} ranks)")
+    if where.step <= 0:
+        return f"probe starting {where.ranks} rank(s)…"
+    if where.collective == "finish":
+        return f"probe finishing, {where.steps} steps done…"
+    return (f"probe step {where.step}/{where.steps}: {where.collective}, "
+            f"{format_size(where.bytes)} ({where.ranks} ranks)")
 
 
 @contextmanager
-def progress_on_stderr(enabled: bool, console: Any = None
-                       ) -> Iterator[Callable[[dict[str, Any]], None] | None]:
+def progress_on_stderr(enabled: bool, console: Console | None = None
+                       ) -> Iterator[Progress | None]:
     """A live "probe step k/N" line on stderr while the probe runs (terminals only)."""
     if not enabled:
         yield None
@@ -124,7 +127,7 @@ def progress_on_stderr(enabled: bool, console: Any = None
 _KW = inspect.Parameter.KEYWORD_ONLY
 
 
-def _base(annotation: Any) -> tuple[Any, bool]:
+def _base(annotation: object) -> tuple[object, bool]:
     """(the type inside Optional, whether it is a list)."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
@@ -174,22 +177,23 @@ def options(spec: ToolSpec) -> list[inspect.Parameter]:
     return out
 
 
-def to_params(spec: ToolSpec, kwargs: dict[str, Any]) -> dict[str, Any]:
+def to_params(spec: ToolSpec, kwargs: Mapping[str, object]) -> dict[str, object]:
     """The options given (None: not given, the model's default applies) as the tool's
     parameters: comma lists split, sizes parsed."""
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}
     for name, field in spec.params.model_fields.items():
-        value = kwargs.get(name)
+        value: object = kwargs.get(name)
         if value is None:
             continue
         base, is_list = _base(field.annotation)
         if is_list and isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
+            words = [v.strip() for v in value.split(",") if v.strip()]
+            value = words
             if base is int:
-                if not all(v.isdigit() for v in value):
+                if not all(v.isdigit() for v in words):
                     raise typer.BadParameter(f"takes whole numbers: {flag(name, field)} "
                                              "123,124", param_hint=flag(name, field))
-                value = [int(v) for v in value]
+                value = [int(v) for v in words]
         elif _is_size(field) and isinstance(value, str):
             value = parse_size(value, flag(name, field))
         params[name] = value

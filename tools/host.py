@@ -3,18 +3,41 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
 
 _DEV = re.compile(r"^((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)$")
 
 
-def parse_lspci_acs(text: str) -> dict[str, Any]:
+class AcsBridge(TypedDict):
+    bdf: str
+    device: str
+    acsctl: str
+
+
+class Acs(TypedDict):
+    """PCI bridges with ACS redirecting P2P, and whether lspci could tell."""
+
+    acs_enabled_bridges: list[AcsBridge]
+    readable: bool
+    note: str | None
+
+
+class Iommu(TypedDict):
+    params: dict[str, str]
+    enabled: bool
+    passthrough: bool
+    translating: bool
+    sysfs_iommu_groups: NotRequired[list[str]]
+
+
+def parse_lspci_acs(text: str) -> Acs:
     """Find PCI bridges whose ACS control has SrcValid+ (P2P redirected through the root).
 
     `text` is `lspci -vvv` output. Without root lspci hides capabilities; then
     `readable` is False and nothing can be said about ACS.
     """
-    bridges: list[dict[str, str]] = []
+    bridges: list[AcsBridge] = []
     current: tuple[str, str] | None = None
     seen_acs = denied = False
     for line in text.splitlines():
@@ -27,8 +50,8 @@ def parse_lspci_acs(text: str) -> dict[str, Any]:
         if stripped.startswith("ACSCtl:") and current:
             seen_acs = True
             if "SrcValid+" in stripped:
-                bridges.append({"bdf": current[0], "device": current[1],
-                                "acsctl": stripped.split(":", 1)[1].strip()})
+                bridges.append(AcsBridge({"bdf": current[0], "device": current[1],
+                                "acsctl": stripped.split(":", 1)[1].strip()}))
     return {
         "acs_enabled_bridges": bridges,
         "readable": seen_acs or not denied,
@@ -37,7 +60,7 @@ def parse_lspci_acs(text: str) -> dict[str, Any]:
     }
 
 
-def parse_iommu_cmdline(cmdline: str) -> dict[str, Any]:
+def parse_iommu_cmdline(cmdline: str) -> Iommu:
     """IOMMU settings from the kernel command line (/proc/cmdline)."""
     params: dict[str, str] = {}
     for tok in cmdline.split():
@@ -46,5 +69,5 @@ def parse_iommu_cmdline(cmdline: str) -> dict[str, Any]:
             params[key] = value
     on = params.get("intel_iommu", "").split(",")[0] == "on" or params.get("amd_iommu") == "on"
     passthrough = params.get("iommu") == "pt" or "pt" in params.get("intel_iommu", "").split(",")
-    return {"params": params, "enabled": on, "passthrough": passthrough,
-            "translating": on and not passthrough}
+    return Iommu(params=params, enabled=on, passthrough=passthrough,
+                 translating=on and not passthrough)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from typing_extensions import NotRequired, TypedDict
+
 from tools.topo.matrix import Topology
 
 #: nvmlDeviceGetTopologyCommonAncestor levels -> nvidia-smi letters.
@@ -20,15 +22,78 @@ P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 _NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
 
 
+class NvmlSystem(TypedDict):
+    driver_version: str | None
+    cuda_driver_version: str | None
+    nvml_version: str | None
+
+
+class EccMode(TypedDict):
+    current: bool
+    pending: bool
+
+
+class EccErrors(TypedDict):
+    volatile_corrected: int | None
+    volatile_uncorrected: int | None
+    aggregate_corrected: int | None
+    aggregate_uncorrected: int | None
+
+
+class RemappedRows(TypedDict):
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
+
+
+class NvLink(TypedDict):
+    link: int
+    active: bool
+    remote_bus_id: str | None
+    errors: dict[str, int | None]
+
+
+class GpuInfo(TypedDict):
+    """One GPU as NVML describes it; None for what the GPU does not support."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    pci_bus_id: str | None
+    memory_total_mib: int | None
+    memory_used_mib: int | None
+    ecc_mode: EccMode | None
+    ecc_errors: EccErrors
+    retired_pages: dict[str, int | None]
+    retired_pages_pending: int | None
+    remapped_rows: RemappedRows | None
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    cpu_affinity: str | None
+    numa_node: int | None
+    nvlinks: NotRequired[list[NvLink]]
+    #: from sysfs, added by the topology diagnostic
+    pci_chain: NotRequired[list[str]]
+
+
+class NvmlSnapshot(TypedDict):
+    system: NvmlSystem
+    gpus: list[GpuInfo]
+    p2p: dict[str, dict[str, str]]
+    topology: Topology
+
+
 class NvmlUnavailableError(RuntimeError):
     """NVML could not be loaded or initialised; the message is the user-facing reason."""
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _bus_id(value: Any) -> str:
+def _bus_id(value: object) -> str:
     """Normalise a PCI bus id to sysfs form: 4-hex-digit domain, lower case."""
     parts = _text(value).strip().lower().split(":")
     if len(parts) == 3:
@@ -90,7 +155,7 @@ class NvmlClient:
         return None if fn is None else self._q(fn, *args)
 
     # -- system -----------------------------------------------------------------
-    def system(self) -> dict[str, Any]:
+    def system(self) -> NvmlSystem:
         cuda = self._call("nvmlSystemGetCudaDriverVersion")
         driver = self._call("nvmlSystemGetDriverVersion")
         return {
@@ -106,7 +171,7 @@ class NvmlClient:
         return self.lib.nvmlDeviceGetHandleByIndex(index)
 
     # -- one GPU ----------------------------------------------------------------
-    def gpu(self, index: int) -> dict[str, Any]:
+    def gpu(self, index: int) -> GpuInfo:
         lib, h = self.lib, self.handle(index)
         pci = self._call("nvmlDeviceGetPciInfo", h)
         mem = self._call("nvmlDeviceGetMemoryInfo", h)
@@ -152,10 +217,10 @@ class NvmlClient:
             "numa_node": self._call("nvmlDeviceGetNumaNodeId", h),
         }
 
-    def nvlinks(self, index: int) -> list[dict[str, Any]]:
+    def nvlinks(self, index: int) -> list[NvLink]:
         """Every NVLink the GPU reports: state, remote bus id, error counters."""
         h = self.handle(index)
-        links = []
+        links: list[NvLink] = []
         for link in range(int(getattr(self.lib, "NVML_NVLINK_MAX_LINKS", 18))):
             state = self._call("nvmlDeviceGetNvLinkState", h, link)
             if state is None:
@@ -191,7 +256,7 @@ class NvmlClient:
         return None if level is None else _TOPO_LETTER.get(int(level))
 
 
-def nvml_snapshot(client: NvmlClient) -> dict[str, Any]:
+def nvml_snapshot(client: NvmlClient) -> NvmlSnapshot:
     """Everything topology needs from an initialised client, as plain data."""
     n = client.count()
     gpus = [client.gpu(i) for i in range(n)]
@@ -201,22 +266,22 @@ def nvml_snapshot(client: NvmlClient) -> dict[str, Any]:
     topo = Topology(gpus=names, source="nvml")
     p2p: dict[str, dict[str, str]] = {}
     bus_to_gpu = {g["pci_bus_id"]: f"GPU{g['index']}" for g in gpus if g["pci_bus_id"]}
-    switch_links = [sum(1 for lk in g["nvlinks"]
+    switch_links = [sum(1 for lk in g.get("nvlinks", [])
                         if lk["active"] and lk["remote_bus_id"] not in bus_to_gpu) for g in gpus]
     for i, a in enumerate(names):
         topo.links[a] = {}
         p2p[a] = {}
-        active = [lk for lk in gpus[i]["nvlinks"] if lk["active"]]
+        active = [lk for lk in gpus[i].get("nvlinks", []) if lk["active"]]
         for j, b in enumerate(names):
             if i == j:
                 continue
-            direct = sum(1 for lk in active if bus_to_gpu.get(lk["remote_bus_id"]) == b)
+            direct = sum(1 for lk in active if bus_to_gpu.get(lk["remote_bus_id"] or "") == b)
             # Behind NVSwitch a pair gets the links both GPUs still have to the switches.
             nv = direct + min(switch_links[i], switch_links[j])
             topo.links[a][b] = f"NV{nv}" if nv else (client.pcie_letter(i, j) or "N/A")
             p2p[a][b] = client.p2p(i, j)
-        if gpus[i].get("cpu_affinity"):
-            topo.cpu_affinity[a] = gpus[i]["cpu_affinity"]
+        if affinity := gpus[i]["cpu_affinity"]:
+            topo.cpu_affinity[a] = affinity
         if gpus[i].get("numa_node") is not None:
             topo.numa_affinity[a] = str(gpus[i]["numa_node"])
     return {"system": client.system(), "gpus": gpus, "p2p": p2p, "topology": topo}

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class Params(BaseModel):
@@ -24,8 +27,19 @@ class Params(BaseModel):
 
 #: The node agent's request models are strict: JSON `true` or `"5"` is not an integer.
 STRICT = ConfigDict(extra="forbid", strict=True)
+class ProbeProgress(BaseModel):
+    """Where a long tool is: a probe's sweep, the slowest rank's step (`tools.probe.launch`).
+    The agent's /v1/probe/status reports it; the CLI and Slack show it."""
+
+    step: int = Field(description="1-based step the slowest rank is in; 0 while starting")
+    steps: int = Field(description="collectives x message sizes")
+    collective: str
+    bytes: int
+    ranks: int = Field(description="ranks that have started")
+
+
 #: hears where a long tool is (a probe's sweep position, see `tools.probe.launch`)
-Progress = Callable[[dict[str, Any]], None]
+Progress = Callable[[ProbeProgress], None]
 
 
 @dataclass(frozen=True)
@@ -48,7 +62,7 @@ def findings_summary(result: ToolResult) -> str:
     return "nothing to report"
 
 
-def _no_render(result: ToolResult, console: Any) -> None:
+def _no_render(result: ToolResult, console: Console) -> None:
     """Tools without a table of their own show only their findings."""
 
 
@@ -60,6 +74,20 @@ class LlmTool:
     name: str
     fields: tuple[str, ...] = ()
     fixed: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """How a coding agent calls it over MCP (`bot.mcp.server`): its tool name, the parameters
+    it may set (types, bounds and descriptions from the model; `defaults` where MCP's
+    differ), and those naming a file on the server's machine (checked against the server's
+    log roots when it runs there). A tool with presets is offered as `preset` instead (the
+    enum of its presets); one that is not idempotent only on servers that allow probes."""
+
+    name: str
+    fields: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,7 +117,7 @@ class ToolSpec:
     #: the one-line summary (Slack's verdict line, the CLI's header)
     summary: Callable[[ToolResult], str] = findings_summary
     #: rich rendering of its data for the terminal: render(result, console)
-    render: Callable[[ToolResult, Any], None] = _no_render
+    render: Callable[[ToolResult, Console], None] = _no_render
     #: the agent's request model when it is narrower than `params` (no files, no binaries);
     #: default: `params`, made strict
     request: type[Params] | None = None
@@ -102,6 +130,11 @@ class ToolSpec:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: how the LLM reads it on a named node (None: not offered to the LLM)
     llm: LlmTool | None = None
+    #: how coding agents call it over MCP (None: not offered there)
+    mcp: McpTool | None = None
+    #: the model of its `ToolResult.data`, validated where a result is read back
+    #: (`tools.registry.read_data`); None: read as plain JSON
+    result: type[BaseModel] | None = None
     #: a command in `tools.cli` (False: the bot has its own, e.g. `hang` compares nodes)
     cli: bool = True
     #: reports progress while it runs (the agent's /v1/<name>/status)
@@ -130,6 +163,11 @@ class ToolSpec:
     @property
     def headline(self) -> str:
         return self.title or self.description.split(":")[0].split(". ")[0]
+
+    def preset_text(self) -> str:
+        """The presets in a line: `quick (backend=nccl, ...)`, for tool descriptions."""
+        return "; ".join(f"{k}: " + ", ".join(f"{p}={v}" for p, v in params.items())
+                         for k, params in self.presets.items())
 
     def prerequisite_text(self) -> str:
         return "needs " + "; ".join(self.prerequisites) if self.prerequisites else ""

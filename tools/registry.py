@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib import import_module
-from typing import Any, cast
+from typing import cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tools.params import Params, Progress, RunContext, ToolSpec
 from tools.result import ToolResult
@@ -31,7 +31,7 @@ TOOLS: dict[str, ToolSpec] = {
 READ_TOOLS: tuple[str, ...] = tuple(n for n, s in TOOLS.items() if s.idempotent)
 
 
-def validate(tool: str, params: Mapping[str, Any] | None) -> Params:
+def validate(tool: str, params: Mapping[str, object] | None) -> Params:
     """The validated parameter model; KeyError for unknown tools, ValidationError on bad input."""
     return TOOLS[tool].params.model_validate(dict(params or {}))
 
@@ -42,7 +42,7 @@ def default_preset(tool: str) -> str:
     return (spec.default_preset or "") if spec is not None else ""
 
 
-def preset_params(tool: str, preset: str | None) -> dict[str, Any]:
+def preset_params(tool: str, preset: str | None) -> dict[str, object]:
     """The parameters of `tool`'s `preset` (its default when None); ValueError for an unknown
     preset, {} for a tool without presets."""
     spec = TOOLS[tool]
@@ -55,7 +55,7 @@ def preset_params(tool: str, preset: str | None) -> dict[str, Any]:
     return dict(spec.presets[name])
 
 
-def tool_timeout(tool: str, params: Mapping[str, Any] | None) -> float:
+def tool_timeout(tool: str, params: Mapping[str, object] | None) -> float:
     """Seconds `tool` may run on a node with `params` (its spec's; the default parameters'
     when these do not validate, as the node will refuse them at once)."""
     spec = TOOLS[tool]
@@ -66,7 +66,7 @@ def tool_timeout(tool: str, params: Mapping[str, Any] | None) -> float:
     return float(spec.timeout(p))
 
 
-def summarise(tool: str, result: ToolResult | Mapping[str, Any]) -> str:
+def summarise(tool: str, result: ToolResult | Mapping[str, object]) -> str:
     """The tool's one-line summary of its result."""
     r = result if isinstance(result, ToolResult) else ToolResult.model_validate(dict(result))
     spec = TOOLS.get(tool)
@@ -75,7 +75,14 @@ def summarise(tool: str, result: ToolResult | Mapping[str, Any]) -> str:
     return spec.summary(r)
 
 
-def run_local(tool: str, params: Mapping[str, Any] | None = None, *,
+def read_data(tool: str, result: ToolResult) -> BaseModel | None:
+    """A result's data read through its tool's `result` model (None: the tool declares
+    none); ValidationError when the data does not fit it."""
+    model = TOOLS[tool].result if tool in TOOLS else None
+    return model.model_validate(result.data) if model is not None else None
+
+
+def run_local(tool: str, params: Mapping[str, object] | None = None, *,
               fault: str | None = None, on_progress: Progress | None = None) -> ToolResult:
     """Validate and run one tool on this node. Never raises: bad input is an error result.
 

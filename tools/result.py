@@ -29,17 +29,20 @@ class ToolResult(BaseModel):
 
     tool: str
     status: Status
+    #: the tool's data, JSON at the wire; read it through the tool's own model where it
+    #: has one (`tools.probe.model.ProbeData`, `tools.hang.model.HangSample`)
     data: dict[str, Any] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
     error: str | None = None
     invocation: str
 
     @classmethod
-    def unavailable(cls, tool: str, invocation: str, reason: str, **data: Any) -> ToolResult:
+    def unavailable(cls, tool: str, invocation: str, reason: str, **data: object
+                    ) -> ToolResult:
         return cls(tool=tool, status="unavailable", error=reason, invocation=invocation, data=data)
 
     @classmethod
-    def failed(cls, tool: str, invocation: str, reason: str, **data: Any) -> ToolResult:
+    def failed(cls, tool: str, invocation: str, reason: str, **data: object) -> ToolResult:
         return cls(tool=tool, status="error", error=reason, invocation=invocation, data=data)
 
     def to_json(self) -> str:

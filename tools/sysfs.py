@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Literal
+
+from typing_extensions import NotRequired, TypedDict
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
@@ -61,7 +63,56 @@ def pci_relation(a: list[str], b: list[str], numa_a: int | None, numa_b: int | N
     return "PIX" if len(a) == common + 1 and len(b) == common + 1 else "PXB"
 
 
-def read_interfaces(root: Path) -> list[dict[str, Any]]:
+class Interface(TypedDict):
+    """One /sys/class/net interface."""
+
+    name: str
+    state: str | None
+    mtu: int | None
+    mac: str | None
+    type: str | None
+    speed_mbps: int | None
+    virtual: bool
+    pci_bus_id: str | None
+    numa_node: int | None
+    pci_chain: NotRequired[list[str]]
+
+
+class IbPort(TypedDict):
+    port: int | None
+    state: str | None
+    phys_state: str | None
+    rate: str | None
+    link_layer: str | None
+    gid_table: bool
+
+
+class IbDevice(TypedDict):
+    """One /sys/class/infiniband device and its ports."""
+
+    name: str
+    ports: list[IbPort]
+    netdevs: list[str]
+    pci_bus_id: str | None
+    numa_node: int | None
+    pci_chain: NotRequired[list[str]]
+
+
+class NvidiaPci(TypedDict):
+    """An NVIDIA PCI function: a GPU or an NVSwitch."""
+
+    pci_bus_id: str
+    kind: Literal["gpu", "nvswitch"]
+    numa_node: int | None
+    pci_chain: list[str]
+
+
+class PciInfo(TypedDict, total=False):
+    numa_node: int | None
+    pci_chain: list[str]
+
+
+def read_interfaces(root: Path) -> list[Interface]:
     """Every /sys/class/net interface: state, MTU, MAC, speed, PCI location."""
     net = root / "sys/class/net"
     out = []
@@ -69,7 +120,7 @@ def read_interfaces(root: Path) -> list[dict[str, Any]]:
         dev = d / "device"
         chain = pci_chain(dev) if dev.exists() else []
         speed = _int(read_text(d / "speed"))
-        out.append({
+        out.append(Interface({
             "name": d.name,
             "state": read_text(d / "operstate"),
             "mtu": _int(read_text(d / "mtu")),
@@ -81,7 +132,7 @@ def read_interfaces(root: Path) -> list[dict[str, Any]]:
             "pci_bus_id": chain[-1] if chain else None,
             "numa_node": _numa(dev) if chain else None,
             "pci_chain": chain,
-        })
+        }))
     return out
 
 
@@ -90,7 +141,7 @@ def _gid_present(port: Path) -> bool:
     return gid is not None and gid.replace(":", "").strip("0") != ""
 
 
-def read_ib_devices(root: Path) -> list[dict[str, Any]]:
+def read_ib_devices(root: Path) -> list[IbDevice]:
     """Every /sys/class/infiniband device with its ports (state, rate, link layer, GIDs)."""
     ib = root / "sys/class/infiniband"
     out = []
@@ -100,27 +151,27 @@ def read_ib_devices(root: Path) -> list[dict[str, Any]]:
         ports = []
         for p in sorted((d / "ports").iterdir()) if (d / "ports").is_dir() else []:
             state = read_text(p / "state") or ""
-            ports.append({
+            ports.append(IbPort({
                 "port": _int(p.name),
                 "state": state.split(":")[-1].strip() or None,
                 "phys_state": (read_text(p / "phys_state") or "").split(":")[-1].strip() or None,
                 "rate": read_text(p / "rate"),
                 "link_layer": read_text(p / "link_layer"),
                 "gid_table": _gid_present(p),
-            })
+            }))
         netdevs = sorted(n.name for n in (dev / "net").iterdir()) if (dev / "net").is_dir() else []
-        out.append({
+        out.append(IbDevice({
             "name": d.name,
             "ports": ports,
             "netdevs": netdevs,
             "pci_bus_id": chain[-1] if chain else None,
             "numa_node": _numa(dev) if chain else None,
             "pci_chain": chain,
-        })
+        }))
     return out
 
 
-def read_nvidia_pci(root: Path) -> list[dict[str, Any]]:
+def read_nvidia_pci(root: Path) -> list[NvidiaPci]:
     """NVIDIA PCI functions in sysfs: GPUs (class 0x03xx) and NVSwitches (0x0680)."""
     base = root / "sys/bus/pci/devices"
     out = []
@@ -128,14 +179,15 @@ def read_nvidia_pci(root: Path) -> list[dict[str, Any]]:
         if read_text(d / "vendor") != NVIDIA_VENDOR:
             continue
         cls = read_text(d / "class") or ""
-        kind = "gpu" if cls.startswith("0x03") else "nvswitch" if cls.startswith("0x0680") else None
+        kind: Literal["gpu", "nvswitch"] | None = (
+            "gpu" if cls.startswith("0x03") else "nvswitch" if cls.startswith("0x0680") else None)
         if kind:
-            out.append({"pci_bus_id": d.name, "kind": kind, "numa_node": _numa(d),
-                        "pci_chain": pci_chain(d)})
+            out.append(NvidiaPci(pci_bus_id=d.name, kind=kind, numa_node=_numa(d),
+                                 pci_chain=pci_chain(d)))
     return out
 
 
-def gpu_pci_info(root: Path, bus_id: str) -> dict[str, Any]:
+def gpu_pci_info(root: Path, bus_id: str) -> PciInfo:
     """NUMA node and PCI chain of a GPU known by bus id (from NVML)."""
     d = root / "sys/bus/pci/devices" / bus_id
-    return {"numa_node": _numa(d), "pci_chain": pci_chain(d)} if d.exists() else {}
+    return PciInfo(numa_node=_numa(d), pci_chain=pci_chain(d)) if d.exists() else PciInfo()

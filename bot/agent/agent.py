@@ -49,7 +49,7 @@ from bot.knowledge.taxonomy import category_ids
 from bot.service import bundled_cards
 from bot.threads import InMemoryThreadStore, ThreadState, ThreadStore, Turn
 from bot.troubleshooter import LlmWatch
-from tools.probe.presets import PROBE_PRESETS
+from tools.registry import TOOLS
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.
 DEADLINE_CALLS = 3
@@ -194,7 +194,7 @@ def _validate(answer: AgentAnswer, ctx: ToolContext, node_names: Sequence[str],
         line_at=line_at,
         known_evidence={redactor.redact(f): {n: redactor.redact(t) for n, t in lines.items()}
                         for f, lines in state.evidence.items()},
-        presets=PROBE_PRESETS,
+        presets=TOOLS["probe"].presets,
         analyzed_files={redactor.redact(f) for f in analyzed},
         known_nodes={redactor.redact(n) for n in node_names},
         all_card_ids=list(ctx.cards),
@@ -209,7 +209,7 @@ def _merge_probes(state: ThreadState, probes: Sequence[ProbeSuggestion]) -> None
     for p in probes:
         if all(q.key != (p.node, p.preset) for q in state.proposals):
             state.proposals.append(ProbeProposal(node=p.node, preset=p.preset,
-                                                 params=dict(PROBE_PRESETS[p.preset])))
+                                                 params=dict(TOOLS["probe"].presets[p.preset])))
 
 
 def _confirm(ctx: ToolContext, confirm: ConfirmProbe | None,

@@ -19,7 +19,7 @@ from bot.agent.providers import GuardedChatModel
 from bot.agent.tools import call_tool, langchain_tools
 from bot.contract import ToolCall
 from bot.knowledge.taxonomy import load_taxonomy
-from tools.probe.presets import PROBE_PRESETS
+from tools.registry import TOOLS
 
 MAX_TOOL_ROUNDS = 8
 
@@ -52,7 +52,8 @@ REPAIR = ("Your final answer could not be used: {error}. Reply with ONLY the JSO
 
 def system_prompt() -> str:
     cats = ", ".join(c.id for c in load_taxonomy())
-    return SYSTEM.format(presets=", ".join(PROBE_PRESETS), categories=cats, schema=schema_text())
+    return SYSTEM.format(presets=", ".join(TOOLS["probe"].presets), categories=cats,
+                         schema=schema_text())
 
 
 class ToolGuard(AgentMiddleware):

@@ -33,6 +33,7 @@ from bot.agent.redact import Redactor
 from bot.config import Settings
 from bot.contract import Answer, SimilarIncident
 from bot.errors import InputError, NcclbotError
+from tools.registry import TOOLS
 from tools.result import ToolResult
 
 if TYPE_CHECKING:
@@ -391,7 +392,7 @@ class Backend:
         where = self.restore(node) if node else "this machine"
         invocation = f"node {tool}" + (f" --node {where}" if node else "") + (
             f" {preset}" if preset else "")
-        if tool == "probe" and not self.policy.allow_probes:
+        if not TOOLS[tool].idempotent and not self.policy.allow_probes:
             self.audit(where, tool, preset, "refused")
             return ToolResult.failed(tool, invocation, "probes are off on this server: start "
                                      "it with --allow-probes --user NAME (NAME on call, in "
@@ -435,16 +436,17 @@ class Backend:
         result.data.setdefault("node", node)
         return result
 
-    def node_probe(self, node: str | None, preset: str) -> ToolResult:
-        """A probe preset (`tools.probe.presets`) here or on `node`; on-call servers only."""
+    def node_preset(self, tool: str, node: str | None, preset: str) -> ToolResult:
+        """One of a tool's presets (its ToolSpec's: the probe's) here or on `node`; a tool
+        that is not idempotent only on servers that allow probes."""
         from bot.slack.nodes import params_for
 
         try:
-            params = params_for("probe", preset)
+            params = params_for(tool, preset)
         except NcclbotError as exc:
-            return ToolResult.failed("probe", f"node probe {preset}",
+            return ToolResult.failed(tool, f"node {tool} {preset}",
                                      f"{exc.message} {exc.hint or ''}".strip())
-        return self.node_tool("probe", node, params, preset)
+        return self.node_tool(tool, node, params, preset)
 
     def node_hang(self, nodes: Sequence[str] | None, params: dict[str, Any],
                   lang: AnswerLang = "both") -> Answer:

@@ -5,6 +5,7 @@ over streamable HTTP at `http://HOST:PORT/mcp` behind `auth.BearerAuth`.
 (No `from __future__ import annotations`: the SDK reads the tools' annotations at run time.)
 """
 
+import inspect
 import logging
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ from pydantic import Field
 from bot.contract import Answer
 from bot.errors import NcclbotError
 from bot.mcp.backend import AnswerLang, AskLang, Backend, LogText, SimilarIncidents
-from tools.probe.presets import PROBE_PRESETS
+from tools.params import McpTool, ToolSpec
+from tools.registry import TOOLS
 from tools.result import ToolResult
 
 log = logging.getLogger("ncclbot.mcp")
@@ -44,13 +46,18 @@ Paths = Annotated[list[str] | None, Field(
     "(its logs and Flight Recorder dumps)", max_length=1000)]
 Logs = Annotated[list[LogText] | None, Field(
     description="logs passed as text, each with a file name", max_length=1000)]
+Nodes = Annotated[list[str] | None, Field(
+    max_length=64, description="nodes or groups of the inventory to sample and compare; omit "
+    "for the server's own machine")]
+Lang = Annotated[AnswerLang, Field(description="answer language")]
 Node = Annotated[str | None, Field(
     description="a node of the inventory (NCCLBOT_NODES_FILE), run through its signed agent; "
     "omit to run on the server's own machine", max_length=128)]
 
 
 def build_server(backend: Backend) -> MCPServer:
-    """The MCP server over `backend` (`node_probe` only when probes are allowed)."""
+    """The MCP server over `backend`; its node tools come from the ToolSpecs that declare
+    an `McpTool` (tools that are not idempotent, the probe, only when probes are allowed)."""
     server: MCPServer = MCPServer("ncclbot", title="ncclbot", version=_version(),
                                   instructions=INSTRUCTIONS)
 
@@ -101,71 +108,71 @@ def build_server(backend: Backend) -> MCPServer:
         confirmed cause and what fixed it."""
         return backend.similar_incidents(question, paths, logs)
 
-    @server.tool(annotations=NODE_READ)
-    def node_topology(node: Node = None, topo_text: Annotated[str | None, Field(
-            max_length=200_000, description="pasted `nvidia-smi topo -m` output to read "
-            "instead")] = None) -> ToolResult:
-        """GPU/NIC topology and GPU health (NVML, `nvidia-smi topo -m`, NVLink, PCIe ACS),
-        with findings; as `ncclbot node topo [--node NAME]`."""
-        return backend.node_tool("topo", node, {"topo_text": topo_text} if topo_text else {})
-
-    @server.tool(annotations=NODE_READ)
-    def node_env(node: Node = None, import_torch: Annotated[bool, Field(
-            description="import torch to read its CUDA/NCCL versions (slower)")] = False
-                 ) -> ToolResult:
-        """NCCL/CUDA/torch environment, versions, /dev/shm, ulimits, interfaces, with lint
-        findings for risky settings (secrets redacted); as `ncclbot node env`."""
-        return backend.node_tool("env", node, {"import_torch": import_torch})
-
-    @server.tool(annotations=NODE_READ)
-    def node_xid(node: Node = None, file: Annotated[str | None, Field(
-            max_length=4096, description="a kern.log/journal file on that machine (default: "
-            "dmesg)")] = None) -> ToolResult:
-        """NVIDIA Xid errors in the kernel log, each explained with its severity; as
-        `ncclbot node xid`."""
-        if file and node is None:
-            try:
-                file = backend.check_path(file)
-            except NcclbotError as exc:
-                return ToolResult.failed("xid", f"node xid --file {file}", exc.message)
-        return backend.node_tool("xid", node, {"file": file} if file else {})
-
-    @server.tool(annotations=NODE_READ)
-    def node_hang(nodes: Annotated[list[str] | None, Field(
-                      max_length=64, description="nodes or groups of the inventory to sample "
-                      "and compare; omit for the server's own machine")] = None,
-                  pids: Annotated[list[int] | None, Field(
-                      max_length=1024, description="the ranks' process ids (default: every "
-                      "process with RANK and LOCAL_RANK)")] = None,
-                  pattern: Annotated[str | None, Field(
-                      max_length=200, description="only processes whose command line "
-                      "contains this")] = None,
-                  job: Annotated[str | None, Field(
-                      max_length=200, description="TORCHELASTIC_RUN_ID or SLURM_JOB_ID")] = None,
-                  lang: Annotated[AnswerLang, Field(description="answer language")] = "both"
-                  ) -> Answer:
-        """Why is a running job stuck? Every rank's Python stack (py-spy), its Flight
-        Recorder and NCCL RAS, compared: the odd rank out, where it is, and the kind of
-        hang. As `ncclbot node hang [--nodes ...]`."""
-        params: dict[str, Any] = {"pids": pids or [], "pattern": pattern, "job": job}
-        return backend.node_hang(nodes, {k: v for k, v in params.items() if v is not None},
-                                 lang)
-
-    if backend.policy.allow_probes:
-        @server.tool(annotations=PROBE)
-        def node_probe(preset: Annotated[str, Field(
-                           json_schema_extra={"enum": list(PROBE_PRESETS)},
-                           description="a bounded probe preset: " + ", ".join(
-                               f"{k} ({v.get('backend', 'nccl')})"
-                               for k, v in PROBE_PRESETS.items()))],
-                       node: Node = None) -> ToolResult:
-            """Run a bounded NCCL bandwidth probe (a collective sweep) on a node's GPUs, for
-            the on-call user this server was started for: busbw per size, correctness,
-            hangs. Occupies the GPUs for up to minutes."""
-            return backend.node_probe(node, preset)
-
+    for spec in TOOLS.values():
+        if spec.mcp is not None and (spec.idempotent or backend.policy.allow_probes):
+            _node_tool(server, backend, spec, spec.mcp)
     _resources(server, backend)
     return server
+
+
+def _spec_fields(spec: ToolSpec, mcp: McpTool) -> list[inspect.Parameter]:
+    """The parameters the spec offers over MCP, typed and bounded by its parameter model."""
+    out = []
+    for name in mcp.fields:
+        f = spec.params.model_fields[name]
+        default = mcp.defaults.get(name, f.get_default(call_default_factory=True))
+        annotation: Any = Annotated[  # built from the model
+            (f.annotation, *f.metadata, Field(description=f.description))]
+        out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                     annotation=annotation))
+    return out
+
+
+def _node_tool(server: MCPServer, backend: Backend, spec: ToolSpec, mcp: McpTool) -> None:
+    """Register one node tool from its ToolSpec: `node` (or `nodes` for the compared
+    `hang`), the fields its `McpTool` names, or `preset` for a tool with presets."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    need = spec.prerequisite_text()
+    where = "[--nodes A,B]" if spec.name == "hang" else "[--node NAME]"
+    text = (f"{spec.description} As `ncclbot node {spec.name} {where}`"
+            + (f"; it {need}." if need else "."))
+    fields = _spec_fields(spec, mcp)
+
+    def call(**kw_args: Any) -> ToolResult:
+        node = kw_args.pop("node", None)
+        if spec.presets:
+            return backend.node_preset(spec.name, node, kw_args["preset"])
+        params = {k: v for k, v in kw_args.items() if v is not None}
+        for name in mcp.paths:
+            if name in params and node is None:
+                try:
+                    params[name] = backend.check_path(params[name])
+                except NcclbotError as exc:
+                    return ToolResult.failed(spec.name, f"node {spec.name} --{name} "
+                                             f"{params[name]}", exc.message)
+        return backend.node_tool(spec.name, node, params)
+
+    def compare(**kw_args: Any) -> Answer:
+        nodes, lang = kw_args.pop("nodes"), kw_args.pop("lang")
+        return backend.node_hang(nodes, {k: v for k, v in kw_args.items() if v is not None},
+                                 lang)
+
+    if spec.name == "hang":  # several nodes' samples, compared into one answer
+        fn: Any = compare
+        head = [inspect.Parameter("nodes", kw, default=None, annotation=Nodes)]
+        tail = [inspect.Parameter("lang", kw, default="both", annotation=Lang)]
+        returns: type = Answer
+    else:
+        fn, head, tail, returns = call, [inspect.Parameter("node", kw, default=None,
+                                                           annotation=Node)], [], ToolResult
+        if spec.presets:
+            fields = [inspect.Parameter("preset", kw, annotation=Annotated[
+                str, Field(json_schema_extra={"enum": list(spec.presets)},
+                           description=f"a bounded {spec.name} preset: {spec.preset_text()}")])]
+    fn.__signature__ = inspect.Signature([*head, *fields, *tail], return_annotation=returns)
+    fn.__name__ = mcp.name
+    server.add_tool(fn, name=mcp.name, description=text,
+                    annotations=NODE_READ if spec.idempotent else PROBE)
 
 
 def _version() -> str:

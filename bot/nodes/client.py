@@ -11,17 +11,24 @@ import getpass
 import json
 import ssl
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import httpx
 
 from bot.errors import NodeError
 from bot.nodes.inventory import Node
 from tools.agent.auth import load_secret, signed_headers
+from tools.agent.models import PortReply
 from tools.registry import READ_TOOLS, TOOLS
 from tools.result import ToolResult
 
+if TYPE_CHECKING:
+    from bot.config import Settings
+
 RETRY_STATUS = (502, 503, 504)
+#: a JSON object as an agent sends it (read through the agent's reply models)
+Json = dict[str, object]
 
 
 class AgentError(NodeError):
@@ -30,9 +37,11 @@ class AgentError(NodeError):
 
     def __init__(self, message: str, hint: str | None = None, *, kind: str = "http",
                  node: str = "", status: int | None = None,
-                 body: dict[str, Any] | None = None) -> None:
+                 body: Mapping[str, object] | None = None) -> None:
         super().__init__(message, hint)
-        self.kind, self.node, self.status, self.body = kind, node, status, body or {}
+        self.kind, self.node, self.status = kind, node, status
+        #: the agent's JSON reply (its `detail`, `reason`, `holder`, ...)
+        self.body: Mapping[str, object] = body or {}
 
 
 class NodeBusyError(AgentError):
@@ -67,10 +76,10 @@ class NodeClient:
         self._http.close()
 
     # -- public calls -----------------------------------------------------------
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Json:
         return self._call("GET", "/health", None, idempotent=True, signed=False)
 
-    def run(self, tool: str, params: dict[str, Any] | None = None,
+    def run(self, tool: str, params: Mapping[str, object] | None = None,
             timeout: float | None = None) -> ToolResult:
         """Run one tool there; reads (`ToolSpec.idempotent`) are retried, probes never. A
         single-flight tool (hang) is not asked again after a timeout (it has used its whole
@@ -89,21 +98,26 @@ class NodeClient:
                               "malformed") from exc
 
     def probe_port(self) -> int:
-        return int(self._call("POST", "/v1/probe/port", {}, idempotent=False)["port"])
+        reply = self._call("POST", "/v1/probe/port", {}, idempotent=False)
+        try:
+            return PortReply.model_validate(reply).port
+        except ValueError as exc:
+            raise self._error(f"agent on {self.node.name} sent no port: {exc}",
+                              "malformed") from exc
 
     def probe_check(self, force: bool = False) -> None:
         """Return when a probe (with `force`) would start there now; NodeBusyError when a
         probe runs or processes hold the GPUs, AgentError(kind="refused") for 403."""
         self._call("POST", "/v1/probe/check", {"force": force}, idempotent=True)
 
-    def probe_status(self) -> dict[str, Any]:
+    def probe_status(self) -> Json:
         """{running, holder, since, progress: {step, steps, collective, bytes, ranks}}."""
         return self._call("POST", "/v1/probe/status", {}, idempotent=True)
 
     # -- plumbing ---------------------------------------------------------------
-    def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool,
-              signed: bool = True, timeout: float | None = None,
-              retry_timeout: bool = True) -> dict[str, Any]:
+    def _call(self, method: str, path: str, body: Mapping[str, object] | None, *,
+              idempotent: bool, signed: bool = True, timeout: float | None = None,
+              retry_timeout: bool = True) -> Json:
         payload = json.dumps(body).encode() if body is not None else b""
         attempts = 1 + (self.retries if idempotent else 0)
         for attempt in range(attempts):
@@ -141,18 +155,19 @@ class NodeClient:
         raise AssertionError("unreachable")
 
     def _error(self, message: str, kind: str, hint: str | None = None,
-               status: int | None = None, body: dict[str, Any] | None = None) -> AgentError:
+               status: int | None = None, body: Mapping[str, object] | None = None
+               ) -> AgentError:
         cls = NodeBusyError if kind == "busy" else AgentError
         return cls(message, hint, kind=kind, node=self.node.name, status=status, body=body)
 
-    def _decode(self, resp: httpx.Response) -> dict[str, Any]:
+    def _decode(self, resp: httpx.Response) -> Json:
         try:
             data = resp.json()
         except ValueError:
             data = {"detail": resp.text[:300]}
         if resp.status_code == 200 and isinstance(data, dict):
             return data
-        body = data if isinstance(data, dict) else {}
+        body: Json = data if isinstance(data, dict) else {}
         detail = body.get("detail") if body else str(data)
         name, code = self.node.name, resp.status_code
         if code == 401:
@@ -177,7 +192,7 @@ class NodeClient:
                           body=body)
 
 
-def tls_context(settings: Any) -> ssl.SSLContext | bool:
+def tls_context(settings: Settings) -> ssl.SSLContext | bool:
     """Verify agents with NCCLBOT_AGENT_CA_FILE; present agent_tls_cert/key for mutual TLS."""
     ca, cert, key = settings.agent_ca_file, settings.agent_tls_cert, settings.agent_tls_key
     if ca is None and cert is None:
@@ -188,7 +203,7 @@ def tls_context(settings: Any) -> ssl.SSLContext | bool:
     return ctx
 
 
-def client_for(settings: Any, node: Node, user: str | None = None, *,
+def client_for(settings: Settings, node: Node, user: str | None = None, *,
                transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> NodeClient:
     """A client for `node` from the settings (secret, TLS)."""
     value = settings.agent_secret

@@ -8,25 +8,29 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import typer
 
 from bot.errors import NodeError
 
 if TYPE_CHECKING:
-    from bot.nodes.localize import Mode
+    from rich.console import Console
+
+    from bot.config import Settings
+    from bot.nodes.localize import Localization, Mode
     from tools.hang.model import HangSample
 
 
-def _settings(config: Path | None) -> Any:
+def _settings(config: Path | None) -> Settings:
     from bot.config import load_settings
 
     return load_settings(config)
 
 
-def run_remote(config: Path | None, name: str, tool: str, params: dict[str, Any],
+def run_remote(config: Path | None, name: str, tool: str, params: Mapping[str, object],
                as_json: bool) -> None:
     """`ncclbot node TOOL --node NAME`: through the NodeRunner, printed as here."""
     from bot.nodes.client import cli_user
@@ -46,14 +50,14 @@ def run_remote(config: Path | None, name: str, tool: str, params: dict[str, Any]
 
 
 def hang_samples(config: Path | None, node: str | None, nodes: str | None,
-                 params: dict[str, Any]) -> tuple[list[HangSample], list[str]]:
+                 params: Mapping[str, object]) -> tuple[list[HangSample], list[str]]:
     """The `hang` diagnostic here (no node named) or on each named node's agent, in
     parallel; the samples, and what failed where."""
     from bot.nodes.hang import gather, read_sample
     from bot.nodes.runner import NodeRunner
 
     if node is None and nodes is None:
-        got = read_sample(NodeRunner().run(None, "hang", params).model_dump(), "this machine")
+        got = read_sample(NodeRunner().run(None, "hang", params), "this machine")
         return ([got], []) if not isinstance(got, str) else ([], [got])
     from bot.nodes.client import cli_user
     from bot.nodes.inventory import load_inventory
@@ -62,10 +66,10 @@ def hang_samples(config: Path | None, node: str | None, nodes: str | None,
     names = [n.strip() for n in f"{node or ''},{nodes or ''}".split(",") if n.strip()]
     targets = [t.name for t in load_inventory(settings.nodes_file).expand(names)]
     runner = NodeRunner(settings, cli_user())  # waits the sample's deadline and the way back
-    return gather(targets, lambda name: runner.run(name, "hang", params).model_dump())
+    return gather(targets, lambda name: runner.run(name, "hang", params))
 
 
-def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: bool,
+def run_multi(config: Path | None, names: str, params: Mapping[str, object], as_json: bool,
               mode: str, expected: float | None) -> None:
     from bot.nodes.client import client_for
     from bot.nodes.inventory import load_inventory
@@ -79,19 +83,21 @@ def run_multi(config: Path | None, names: str, params: dict[str, Any], as_json: 
         [n.strip() for n in names.split(",") if n.strip()])
     if len(nodes) < 2:
         raise NodeError("--nodes needs at least two nodes", hint="Use --node for one node.")
-    if params.get("nproc") is None:
-        if params.get("backend", "nccl") == "nccl":
-            raise NodeError("--nproc (GPUs per node) is required for a multi-node nccl probe")
-        params["nproc"] = 1
     from bot.nodes.runner import NodeRunner
+    from tools.probe.remote import group_request
 
-    timeout = NodeRunner().timeout("probe", params)  # the probe's own limit, and the way back
+    try:
+        request = group_request(params)
+    except ValueError as exc:
+        raise NodeError(str(exc)) from None
+    # the probe's own limit, and the way back
+    timeout = NodeRunner().timeout("probe", request.body())
     clients = {n.name: client_for(settings, n, timeout=timeout) for n in nodes}
     try:
-        preflight(clients, bool(params.get("force")))
-        loc = localize(lambda group: run_group(clients, group, params), list(clients),
+        preflight(clients, request.force)
+        loc = localize(lambda group: run_group(clients, group, request), list(clients),
                        expected_busbw=expected, mode=cast("Mode", mode),
-                       baseline=baseline_for(params))
+                       baseline=baseline_for(request))
     finally:
         for c in clients.values():
             c.close()
@@ -108,7 +114,7 @@ def _bar(value: float | None, top: float, width: int = 30) -> str:
     return "█" * max(1, round(width * value / top)) + f" {value:.3f}"
 
 
-def render_localization(loc: Any, con: Any = None) -> None:
+def render_localization(loc: Localization, con: Console | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -136,11 +142,11 @@ def render_localization(loc: Any, con: Any = None) -> None:
         t = Table("node", "pairs", "bad pairs", "median busbw", "peers' median", "hung here",
                   "verdict", title="nodes")
         for n, s in loc.nodes.items():
-            bw, peers = s["median_busbw_gbps"], s.get("peers_median_busbw_gbps")
-            t.add_row(escape(n), str(s["pairs"]), str(s["bad_pairs"]),
+            bw, peers = s.median_busbw_gbps, s.peers_median_busbw_gbps
+            t.add_row(escape(n), str(s.pairs), str(s.bad_pairs),
                       f"{bw:.3f}" if bw is not None else "-",
                       f"{peers:.3f}" if peers is not None else "-",
-                      "yes" if s["hung_here"] else "", escape(s.get("verdict", "")))
+                      "yes" if s.hung_here else "", escape(s.verdict))
         con.print(t)
 
 

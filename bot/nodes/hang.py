@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from bot.errors import NcclbotError
 from tools.hang.model import HangSample
+from tools.result import ToolResult
 
-#: run(node) -> that node's `hang` ToolResult as a dict; raises NcclbotError
-RunHang = Callable[[str], dict[str, Any]]
+#: run(node) -> that node's `hang` ToolResult (or its JSON); raises NcclbotError
+RunHang = Callable[[str], ToolResult | Mapping[str, object]]
 
 
-def read_sample(result: dict[str, Any], where: str) -> HangSample | str:
-    """The sample in one `hang` result, or what went wrong there."""
-    if result.get("status") != "success":
-        return f"{where}: {result.get('error') or result.get('status')}"
+def read_sample(result: ToolResult | Mapping[str, object], where: str) -> HangSample | str:
+    """The sample in one `hang` result (validated: the tool's `HangSample`), or what went
+    wrong there."""
     try:
-        return HangSample.model_validate(result.get("data") or {})
+        got = result if isinstance(result, ToolResult) else ToolResult.model_validate(result)
+    except ValueError as exc:
+        return f"{where}: malformed result ({str(exc)[:200]})"
+    if got.status != "success":
+        return f"{where}: {got.error or got.status}"
+    try:
+        return HangSample.model_validate(got.data)
     except ValueError as exc:
         return f"{where}: malformed hang sample ({str(exc)[:200]})"
 

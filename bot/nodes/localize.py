@@ -21,13 +21,40 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from tools.probe.model import Hardware
 
 Group = tuple[str, ...]
 Mode = Literal["auto", "always", "never"]
 #: (expected busbw in GB/s, where the figure comes from) for a finished full run.
 Baseline = Callable[["GroupRun"], "tuple[float, str] | None"]
+
+
+@dataclass(frozen=True)
+class MemberOutcome:
+    """What one node's agent said about its share of a group run."""
+
+    status: str  # success | error | unavailable | busy | unreachable
+    error: str | None = None
+    duration_s: float | None = None
+    busbw_gbps: float | None = None
+    hardware: Hardware = field(default_factory=lambda: Hardware())
+    ranks_not_finished: list[int] = field(default_factory=list)
+
+
+@dataclass
+class NodeStats:
+    """One node over the pairwise rounds."""
+
+    pairs: int
+    bad_pairs: int
+    median_busbw_gbps: float | None
+    peers_median_busbw_gbps: float | None
+    hung_here: bool
+    busy: bool
+    verdict: str = ""
 
 
 @dataclass
@@ -37,15 +64,16 @@ class GroupRun:
     busbw_gbps: float | None
     duration_s: float
     error: str | None = None
-    per_node: dict[str, dict[str, Any]] = field(default_factory=dict)
+    per_node: dict[str, MemberOutcome] = field(default_factory=dict)
     bad: bool = False
     #: Members whose agent answered 409 (probe running, GPUs in use): nothing is judged.
     busy: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"nodes": list(self.nodes), "ok": self.ok, "bad": self.bad,
                 "busbw_gbps": self.busbw_gbps, "duration_s": round(self.duration_s, 2),
-                "error": self.error, "busy": self.busy, "per_node": self.per_node}
+                "error": self.error, "busy": self.busy,
+                "per_node": {n: asdict(o) for n, o in self.per_node.items()}}
 
 
 def _reference(values: list[float]) -> float | None:
@@ -83,15 +111,16 @@ class Localization:
     summary: str
     full: GroupRun
     pairs: list[GroupRun] = field(default_factory=list)
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, NodeStats] = field(default_factory=dict)
     expected_busbw: float | None = None
     expected_source: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"verdict": self.verdict, "culprits": self.culprits, "summary": self.summary,
                 "expected_busbw_gbps": self.expected_busbw,
                 "expected_source": self.expected_source, "full": self.full.as_dict(),
-                "pairs": [p.as_dict() for p in self.pairs], "nodes": self.nodes}
+                "pairs": [p.as_dict() for p in self.pairs],
+                "nodes": {n: asdict(st) for n, st in self.nodes.items()}}
 
 
 def localize(run: Callable[[Group], GroupRun], nodes: Sequence[str], *,
@@ -111,7 +140,7 @@ def localize(run: Callable[[Group], GroupRun], nodes: Sequence[str], *,
     full.bad = not full.busy and (not full.ok or below)
 
     def result(verdict: str, culprits: list[str], summary: str, pairs: list[GroupRun],
-               table: dict[str, dict[str, Any]]) -> Localization:
+               table: dict[str, NodeStats]) -> Localization:
         return Localization(verdict, culprits, summary, full, pairs, table, expected_busbw,
                             source)
 
@@ -170,45 +199,46 @@ def _schedule(pairs: list[Group]) -> list[list[Group]]:
     return rounds
 
 
-def _node_table(names: list[str], pairs: list[GroupRun]) -> dict[str, dict[str, Any]]:
-    table: dict[str, dict[str, Any]] = {}
+def _node_table(names: list[str], pairs: list[GroupRun]) -> dict[str, NodeStats]:
+    table: dict[str, NodeStats] = {}
     judged = [p for p in pairs if not p.busy]
     for n in names:
         mine = [p for p in judged if n in p.nodes]
         others = [p.busbw_gbps for p in judged if n not in p.nodes and p.busbw_gbps is not None]
         bws = [p.busbw_gbps for p in mine if p.busbw_gbps is not None]
-        table[n] = {"pairs": len(mine), "bad_pairs": sum(p.bad for p in mine),
-                    "median_busbw_gbps": statistics.median(bws) if bws else None,
-                    "peers_median_busbw_gbps": statistics.median(others) if others else None,
-                    "hung_here": any(p.per_node.get(n, {}).get("ranks_not_finished")
-                                     for p in mine),
-                    "busy": any(n in p.busy for p in pairs)}
+        table[n] = NodeStats(
+            pairs=len(mine), bad_pairs=sum(p.bad for p in mine),
+            median_busbw_gbps=statistics.median(bws) if bws else None,
+            peers_median_busbw_gbps=statistics.median(others) if others else None,
+            hung_here=any(bool(p.per_node[n].ranks_not_finished) for p in mine
+                          if n in p.per_node),
+            busy=any(n in p.busy for p in pairs))
     return table
 
 
 def _verdict(names: list[str], pairs: list[GroupRun]
-             ) -> tuple[str, list[str], str, dict[str, dict[str, Any]]]:
+             ) -> tuple[str, list[str], str, dict[str, NodeStats]]:
     nodes = _node_table(names, pairs)
-    busy = [n for n, s in nodes.items() if s["busy"]]
+    busy = [n for n, s in nodes.items() if s.busy]
     note = f"; busy, not judged: {', '.join(busy)}" if busy else ""
-    culprits = [n for n, s in nodes.items() if s["pairs"] >= 2 and s["bad_pairs"] == s["pairs"]]
+    culprits = [n for n, s in nodes.items() if s.pairs >= 2 and s.bad_pairs == s.pairs]
     if culprits:
         for n in names:
-            nodes[n]["verdict"] = "culprit" if n in culprits else "busy" if n in busy else "ok"
+            nodes[n].verdict = "culprit" if n in culprits else "busy" if n in busy else "ok"
         return ("node", culprits, f"{', '.join(culprits)} is bad with every partner; its "
                 "peers are fine with each other" + note, nodes)
     links = [p for p in pairs if p.bad and all(
-        nodes[m]["bad_pairs"] < nodes[m]["pairs"] for m in p.nodes)]
+        nodes[m].bad_pairs < nodes[m].pairs for m in p.nodes)]
     if links:
         ends = sorted({m for p in links for m in p.nodes})
         for n in names:
-            nodes[n]["verdict"] = "link" if n in ends else "busy" if n in busy else "ok"
+            nodes[n].verdict = "link" if n in ends else "busy" if n in busy else "ok"
         text = ", ".join(" <-> ".join(p.nodes) for p in links)
         return ("link", [text], f"link {text} is bad; each end is fine with other peers" + note,
                 nodes)
-    suspects = [n for n, s in nodes.items() if s["bad_pairs"]]
+    suspects = [n for n, s in nodes.items() if s.bad_pairs]
     for n in names:
-        nodes[n]["verdict"] = ("suspect" if n in suspects else "busy" if n in busy else "ok")
+        nodes[n].verdict = ("suspect" if n in suspects else "busy" if n in busy else "ok")
     if not suspects:
         if busy:
             return "busy", [], f"no bad pair among those judged{note}", nodes

@@ -13,31 +13,21 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+
+from pydantic import ValidationError
 
 from bot.errors import NodeError
 from bot.nodes.client import AgentError, NodeBusyError, NodeClient
-from bot.nodes.localize import GroupRun
-from tools.probe.baselines import LARGE_ENOUGH, expected_busbw
+from bot.nodes.localize import Baseline, GroupRun, MemberOutcome
+from tools.probe.baselines import group_baseline
+from tools.probe.model import ProbeData
+from tools.probe.params import ProbeParams
+from tools.probe.remote import ProbeRequest
 from tools.result import ToolResult
 
 #: Agent errors that stop a multi-node probe before it starts (unreachable and timed-out
 #: agents do not: the rounds then name them).
 ABORT_KINDS = ("busy", "auth", "refused", "rejected")
-
-
-def largest_busbw(result: ToolResult) -> float | None:
-    """busbw at the largest size: all_reduce's when measured, else the collectives' mean."""
-    rows = result.data.get("results") or []
-    top: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        if r["collective"] not in top or r["bytes"] > top[r["collective"]]["bytes"]:
-            top[r["collective"]] = r
-    if not top:
-        return None
-    if "all_reduce" in top:
-        return float(top["all_reduce"]["busbw_gbps"])
-    return float(sum(r["busbw_gbps"] for r in top.values())) / len(top)
 
 
 def preflight(clients: Mapping[str, NodeClient], force: bool = False) -> None:
@@ -66,7 +56,7 @@ def preflight(clients: Mapping[str, NodeClient], force: bool = False) -> None:
 
 
 def run_group(clients: Mapping[str, NodeClient], nodes: Sequence[str],
-              params: dict[str, Any]) -> GroupRun:
+              request: ProbeRequest) -> GroupRun:
     """One sweep across `nodes` (node 0 hosts the rendezvous); never raises NodeError."""
     group = tuple(nodes)
     host = clients[group[0]]
@@ -74,15 +64,15 @@ def run_group(clients: Mapping[str, NodeClient], nodes: Sequence[str],
         port = host.probe_port()
     except NodeError as exc:
         return GroupRun(group, False, None, 0.0, f"{group[0]}: {exc.message}",
-                        {group[0]: {"status": "unreachable", "error": exc.message}})
+                        {group[0]: MemberOutcome("unreachable", exc.message)})
     gid = secrets.token_hex(4)
     from bot.nodes.runner import NodeRunner
 
-    http_timeout = NodeRunner().timeout("probe", params)  # the probe's limit + the way back
+    # the probe's limit + the way back
+    http_timeout = NodeRunner().timeout("probe", request.body())
 
     def member(i: int, name: str) -> ToolResult | NodeError:
-        body = {**params, "rendezvous": {"master_addr": host.node.host, "master_port": port,
-                                         "node_rank": i, "nnodes": len(group), "group_id": gid}}
+        body = request.joining(host.node.host, port, i, len(group), gid).body()
         try:
             return clients[name].run("probe", body, timeout=http_timeout)
         except NodeError as exc:
@@ -90,44 +80,44 @@ def run_group(clients: Mapping[str, NodeClient], nodes: Sequence[str],
 
     with ThreadPoolExecutor(len(group)) as pool:
         outcomes = list(pool.map(member, range(len(group)), group))
-    per_node: dict[str, dict[str, Any]] = {}
+    per_node: dict[str, MemberOutcome] = {}
     errors, bws, durations, busy = [], [], [], []
     for name, out in zip(group, outcomes, strict=True):
         if isinstance(out, NodeError):
             status = "busy" if isinstance(out, NodeBusyError) else "unreachable"
-            per_node[name] = {"status": status, "error": out.message}
+            per_node[name] = MemberOutcome(status, out.message)
             errors.append(f"{name}: {out.message}")
             if status == "busy":
                 busy.append(name)
             continue
-        hang = out.data.get("hang") or {}
-        per_node[name] = {"status": out.status, "error": out.error,
-                          "duration_s": out.data.get("duration_s"),
-                          "busbw_gbps": largest_busbw(out),
-                          "hardware": out.data.get("hardware") or {},
-                          "ranks_not_finished": hang.get("ranks_not_finished", [])}
-        durations.append(float(out.data.get("duration_s") or 0.0))
+        try:
+            data = ProbeData.model_validate(out.data)
+        except ValidationError as exc:
+            per_node[name] = MemberOutcome("error", f"malformed probe result: {exc}")
+            errors.append(f"{name}: malformed probe result")
+            continue
+        bw = data.largest_busbw()
+        per_node[name] = MemberOutcome(
+            out.status, out.error, data.duration_s, bw, data.hardware,
+            data.hang.ranks_not_finished if data.hang else [])
+        durations.append(data.duration_s or 0.0)
         if out.status != "success":
             errors.append(f"{name}: {out.error}")
-        elif (bw := largest_busbw(out)) is not None:
+        elif bw is not None:
             bws.append(bw)
     ok = not errors
     return GroupRun(group, ok, min(bws) if ok and bws else None, max(durations, default=0.0),
                     "; ".join(errors) or None, per_node, busy=busy)
 
 
-def baseline_for(params: dict[str, Any]) -> Any:
+def baseline_for(request: ProbeParams) -> Baseline:
     """A `localize` baseline: the expected busbw for the full run's hardware, when every
     node reported the same known GPUs (and, across nodes, NDR InfiniBand ports) and the
     sweep reaches sizes where peak busbw is measured."""
     def baseline(full: GroupRun) -> tuple[float, str] | None:
-        if not full.ok or int(params.get("max_bytes") or 0) < LARGE_ENOUGH:
+        if not full.ok:
             return None
-        hw = [s.get("hardware") or {} for s in full.per_node.values()]
-        names = {h.get("gpu_name") for h in hw}
-        if len(names) != 1 or None in names:
-            return None
-        ports = min((h.get("ib_port_rates") or [] for h in hw), key=len)
-        return expected_busbw(str(params.get("backend", "nccl")), names.pop(),
-                              int(params.get("nproc") or 0), len(full.nodes), ports)
+        hw = [s.hardware for s in full.per_node.values()]
+        return group_baseline(request, [h.get("gpu_name") for h in hw],
+                              [h.get("ib_port_rates") or [] for h in hw])
     return baseline

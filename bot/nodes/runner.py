@@ -14,15 +14,19 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.errors import NodeError
+from tools.agent.models import StatusReply
 from tools.params import Progress
 from tools.registry import TOOLS, run_local, tool_timeout
 from tools.result import ToolResult
 
 if TYPE_CHECKING:
-    from bot.nodes.client import NodeClient
+    import httpx
+
+    from bot.config import Settings
+    from bot.nodes.client import Json, NodeClient
 
 #: what a caller waits beyond the tool's own limit: connecting, the reply, a busy node
 MARGIN_S = 30.0
@@ -34,18 +38,18 @@ class NodeRunner:
     `user` is who the agent is told asks (its audit log, on-call and force rules); a call
     may name another. `transport` is the test seam of the HTTP client."""
 
-    def __init__(self, settings: Any = None, user: str | None = None, *,
+    def __init__(self, settings: Settings | None = None, user: str | None = None, *,
                  margin_s: float = MARGIN_S, progress_every_s: float = 2.0,
-                 transport: Any = None) -> None:
+                 transport: httpx.BaseTransport | None = None) -> None:
         self.settings, self.user = settings, user
         self.margin_s, self.progress_every_s = margin_s, progress_every_s
         self.transport = transport
 
-    def timeout(self, tool: str, params: Mapping[str, Any] | None) -> float:
+    def timeout(self, tool: str, params: Mapping[str, object] | None) -> float:
         """Seconds to wait for `tool` on a node: its spec's limit plus the margin."""
         return tool_timeout(tool, params) + self.margin_s
 
-    def run(self, node: str | None, tool: str, params: Mapping[str, Any] | None = None, *,
+    def run(self, node: str | None, tool: str, params: Mapping[str, object] | None = None, *,
             user: str | None = None, on_progress: Progress | None = None,
             cancel: threading.Event | None = None, fault: str | None = None) -> ToolResult:
         """Run `tool` here (`node` None) or on `node`'s agent and return its result.
@@ -62,7 +66,7 @@ class NodeRunner:
         return self._remote(node, tool, dict(params or {}), user or self.user, on_progress,
                             cancel)
 
-    def status(self, node: str, user: str | None = None) -> dict[str, Any]:
+    def status(self, node: str, user: str | None = None) -> Json:
         """The agent's `/v1/probe/status`: is a probe running, whose, which step."""
         with self._client(node, user or self.user, 5.0) as client:
             return client.probe_status()
@@ -82,7 +86,7 @@ class NodeRunner:
         return client_for(self.settings, target, user, transport=self.transport,
                           timeout=timeout)
 
-    def _remote(self, node: str, tool: str, params: dict[str, Any], user: str | None,
+    def _remote(self, node: str, tool: str, params: Mapping[str, object], user: str | None,
                 on_progress: Progress | None, cancel: threading.Event | None) -> ToolResult:
         wait = self.timeout(tool, params)
         client = self._client(node, user, wait)
@@ -117,6 +121,9 @@ class NodeRunner:
                     reply = self.status(node, user)
                 except NodeError:
                     continue  # progress is best effort
-                if reply.get("running") and reply.get("holder") == user and \
-                        reply.get("progress"):
-                    on_progress(dict(reply["progress"]))
+                try:
+                    st = StatusReply.model_validate(reply)
+                except ValueError:
+                    continue  # an agent of another version: no progress, still the result
+                if st.running and st.holder == user and st.progress is not None:
+                    on_progress(st.progress)

@@ -3,7 +3,8 @@ test_multinode)."""
 
 from __future__ import annotations
 
-from bot.nodes.localize import GroupRun, localize
+from bot.nodes.localize import GroupRun, MemberOutcome, localize
+from tools.probe.params import ProbeParams
 
 
 def _runner(slow: set[str] = frozenset(), broken_link: frozenset[str] = frozenset()):
@@ -22,7 +23,7 @@ def test_slow_node_is_the_outlier_among_its_peers() -> None:
     run, calls = _runner(slow={"e"})
     loc = localize(run, list("abcdef"), expected_busbw=9.0)
     assert loc.verdict == "node" and loc.culprits == ["e"]
-    assert loc.nodes["f"]["verdict"] == "ok"
+    assert loc.nodes["f"].verdict == "ok"
     for pairs in calls[1:]:
         assert len(pairs) == 2
 
@@ -43,11 +44,11 @@ def test_four_nodes_slow_node_named_relative_to_its_peers() -> None:
     run, _ = _runner(slow={"c"})
     loc = localize(run, list("abcd"), mode="always")  # no expected busbw: peers only
     assert loc.verdict == "node" and loc.culprits == ["c"], loc.as_dict()
-    assert {n: s["verdict"] for n, s in loc.nodes.items()} == {
+    assert {n: s.verdict for n, s in loc.nodes.items()} == {
         "a": "ok", "b": "ok", "c": "culprit", "d": "ok"}
     assert [p.nodes for p in loc.pairs if p.bad] == [("c", "d"), ("c", "a")]
-    assert loc.nodes["c"]["median_busbw_gbps"] == 2.0
-    assert loc.nodes["c"]["peers_median_busbw_gbps"] == 10.0
+    assert loc.nodes["c"].median_busbw_gbps == 2.0
+    assert loc.nodes["c"].peers_median_busbw_gbps == 10.0
 
 
 def test_three_nodes_slow_node_named() -> None:
@@ -73,7 +74,7 @@ def test_busy_node_in_a_round_is_reported_not_blamed() -> None:
         return GroupRun(group, True, 2.0 if "d" in group else 10.0, 3.0)
 
     loc = localize(run, list("abcd"), mode="always")
-    assert loc.nodes["b"]["verdict"] == "busy" and "b" not in loc.culprits
+    assert loc.nodes["b"].verdict == "busy" and "b" not in loc.culprits
     assert all(not p.bad for p in loc.pairs if p.busy)
     assert "busy, not judged: b" in loc.summary
 
@@ -88,7 +89,8 @@ def test_busy_node_in_a_round_is_reported_not_blamed() -> None:
 def _h100(group: tuple[str, ...], bw: float, ports: int = 8) -> GroupRun:
     hw = {"gpu_name": "NVIDIA H100 80GB HBM3", "gpus": 8,
           "ib_port_rates": ["400 Gb/sec (4X NDR)"] * ports}
-    return GroupRun(group, True, bw, 20.0, per_node={n: {"hardware": hw} for n in group})
+    return GroupRun(group, True, bw, 20.0,
+                    per_node={n: MemberOutcome("success", hardware=hw) for n in group})
 
 
 def test_auto_mode_defaults_expected_busbw_from_the_baselines() -> None:
@@ -100,16 +102,18 @@ def test_auto_mode_defaults_expected_busbw_from_the_baselines() -> None:
         calls.append(group)
         return _h100(group, 90.0 if "c" in group else 370.0)
 
-    params = {"backend": "nccl", "nproc": 8, "max_bytes": 2**30}
+    params = ProbeParams(backend="nccl", nproc=8, max_bytes=2**30)
     loc = localize(run, list("abcd"), baseline=baseline_for(params))
     assert loc.expected_busbw == 8 * 47.0 and "NDR" in (loc.expected_source or "")
     assert len(calls) > 1 and loc.verdict == "node" and loc.culprits == ["c"]
     assert "of the expected 376.0 GB/s" in loc.summary
     # a sweep too small for peak busbw, or unknown hardware: no default, no rounds
     calls.clear()
-    small = localize(run, list("abcd"), baseline=baseline_for({**params, "max_bytes": 2**20}))
+    small = localize(run, list("abcd"), baseline=baseline_for(
+        params.model_copy(update={"max_bytes": 2**20})))
     assert small.expected_busbw is None and calls == [tuple("abcd")]
-    gloo = localize(run, list("abcd"), baseline=baseline_for({**params, "backend": "gloo"}))
+    gloo = localize(run, list("abcd"), baseline=baseline_for(
+        params.model_copy(update={"backend": "gloo"})))
     assert gloo.verdict == "healthy" and gloo.expected_busbw is None
 
 
@@ -132,7 +136,7 @@ def test_localization_renders_agent_text_as_text() -> None:
     def run(group: tuple[str, ...]) -> GroupRun:
         if "c" in group:
             return GroupRun(group, False, None, 9.0, "c: RuntimeError [/evil] [red]x[/red]",
-                            {"c": {"ranks_not_finished": [1]}})
+                            {"c": MemberOutcome("error", ranks_not_finished=[1])})
         return GroupRun(group, True, 10.0, 3.0)
 
     loc = localize(run, ["a", "b", "c"], mode="auto")

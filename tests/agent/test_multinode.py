@@ -15,6 +15,7 @@ from bot.nodes.commands import render_localization
 from bot.nodes.localize import localize
 from bot.nodes.multiprobe import run_group
 from tests.agent.conftest import Agent, faulty, start_agents, stop_agent, use_inventory
+from tools.probe.remote import group_request
 
 pytest.importorskip("torch")  # every test runs a real gloo sweep
 
@@ -39,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Agen
 
 def test_healthy_pair_runs_one_sweep(cluster: dict[str, Agent]) -> None:
     clients = {n: a.client() for n, a in cluster.items()}
-    run = run_group(clients, ["node-a", "node-b"], PARAMS)
+    run = run_group(clients, ["node-a", "node-b"], group_request(PARAMS))
     assert run.ok, run.error
     assert run.busbw_gbps and run.busbw_gbps > 0
     assert set(run.per_node) == {"node-a", "node-b"}
@@ -47,12 +48,12 @@ def test_healthy_pair_runs_one_sweep(cluster: dict[str, Agent]) -> None:
 
 def test_hanging_node_is_named(cluster: dict[str, Agent]) -> None:
     clients = {n: cluster[n].client() for n in ("node-a", "node-b", "node-c", "node-d")}
-    loc = localize(lambda g: run_group(clients, g, PARAMS), list(clients))
+    loc = localize(lambda g: run_group(clients, g, group_request(PARAMS)), list(clients))
     assert not loc.full.ok
     assert loc.verdict == "node", loc.as_dict()
     assert loc.culprits == ["node-c"]
-    assert loc.nodes["node-c"]["hung_here"]
-    assert all(loc.nodes[n]["verdict"] == "ok" for n in ("node-a", "node-b", "node-d"))
+    assert loc.nodes["node-c"].hung_here
+    assert all(loc.nodes[n].verdict == "ok" for n in ("node-a", "node-b", "node-d"))
     # each agent wrote who asked and the rendezvous it joined
     lines = [json.loads(x) for x in cluster["node-c"].audit_lines()]
     probes = [x for x in lines if x["path"] == "/v1/probe"]

@@ -14,9 +14,10 @@ from bot.config import Settings
 from bot.errors import NodeError
 from bot.nodes.runner import MARGIN_S, NodeRunner
 from tests.agent.conftest import serve_inprocess, use_inventory
+from tools.params import ProbeProgress
 from tools.result import ToolResult
 
-WHERE = {"step": 2, "steps": 6, "collective": "all_reduce", "bytes": 4096, "ranks": 2}
+WHERE = ProbeProgress(step=2, steps=6, collective="all_reduce", bytes=4096, ranks=2)
 
 
 def test_the_wait_is_the_tools_own_limit() -> None:
@@ -51,9 +52,9 @@ def test_progress_while_it_runs_and_cancel(tmp_path: Path,
     with serve_inprocess(tmp_path, run_tool=probe, gpu_processes=list) as agent:
         use_inventory(tmp_path, {"n1": agent}, monkeypatch)
         runner = NodeRunner(Settings(), "cli:tester", progress_every_s=0.1)
-        seen: list[dict[str, Any]] = []
+        seen: list[ProbeProgress] = []
 
-        def heard(where: dict[str, Any]) -> None:
+        def heard(where: ProbeProgress) -> None:
             seen.append(where)
             probe.finish.set()  # the caller has seen where it is: let it finish
 

@@ -17,6 +17,7 @@ from bot.config import Settings
 from bot.slack.store import Store
 from tests.agent.conftest import SECRET, Agent, start_agent, stop_agent
 from tests.mcp.conftest import ROOT, ncclbot_argv, run_stdio, server_env, structured
+from tools.registry import TOOLS
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +92,9 @@ def test_probes_need_the_flag_and_an_on_call_user(data_dir: Path,
 
     tools, result = run_stdio(oncall, steps, "--allow-probes", "--user", "alice")
     probe = next(t for t in tools.tools if t.name == "node_probe")
-    assert probe.input_schema["properties"]["preset"]["enum"] == [
-        "quick", "allreduce", "full", "gloo"]
+    assert probe.input_schema["properties"]["preset"]["enum"] == list(TOOLS["probe"].presets)
+    assert probe.input_schema["properties"]["preset"]["enum"][:2] == ["quick", "allreduce"]
+    assert probe.input_schema["required"] == ["preset"]
     assert probe.annotations is not None and probe.annotations.read_only_hint is False
     assert result["tool"] == "probe" and result["status"] == "success", result
     assert result["data"]["results"], "the gloo sweep measured something"

@@ -22,9 +22,10 @@ from tests.mcp.conftest import (
     server_env,
     structured,
 )
+from tools.registry import TOOLS
 
 READ_TOOLS = {"analyze_logs", "ask", "search_knowledge", "get_card", "similar_incidents",
-              "node_topology", "node_env", "node_xid", "node_hang"}
+              "node_topology", "node_env", "node_xid", "node_hang", "node_libs"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -45,6 +46,21 @@ def test_lists_typed_tools_and_resources(data_dir: Path) -> None:
     # results are the Answer contract (`ncclbot schema answer`) or a node ToolResult
     assert "root_causes" in json.dumps(analyze.output_schema)
     assert "findings" in json.dumps(by_name["node_env"].output_schema)
+    # every node tool's arguments are its ToolSpec's: the fields its McpTool names, typed and
+    # bounded by the tool's parameter model, plus where it runs
+    for spec in TOOLS.values():
+        if spec.mcp is None or not spec.idempotent:
+            continue
+        props = by_name[spec.mcp.name].input_schema["properties"]
+        assert set(props) - {"node", "nodes", "lang"} == set(spec.mcp.fields), spec.name
+        for name in spec.mcp.fields:
+            field = spec.params.model_fields[name]
+            assert props[name]["description"] == field.description
+            assert props[name].get("default") == spec.mcp.defaults.get(
+                name, field.get_default(call_default_factory=True))
+    topo_text = by_name["node_topology"].input_schema["properties"]["topo_text"]
+    assert topo_text["anyOf"][0]["maxLength"] == 200_000  # the bound of TopoParams
+    assert by_name["node_env"].input_schema["properties"]["import_torch"]["default"] is False
     assert {str(r.uri) for r in resources.resources} >= {"ncclbot://cards",
                                                          "ncclbot://incidents",
                                                          "ncclbot://skill"}

@@ -95,12 +95,13 @@ def test_sizes_take_nccl_tests_suffixes() -> None:
 
 def test_probe_progress_line_and_stderr_status() -> None:
     from tools.cli import progress_line, progress_on_stderr
+    from tools.params import ProbeProgress
 
-    assert progress_line({"step": 3, "steps": 8, "collective": "all_reduce",
-                          "bytes": 4 << 20, "ranks": 2}) == (
+    assert progress_line(ProbeProgress(step=3, steps=8, collective="all_reduce",
+                                       bytes=4 << 20, ranks=2)) == (
         "probe step 3/8: all_reduce, 4 MiB (2 ranks)")
-    assert progress_line({"step": 0, "steps": 8, "collective": "init", "bytes": 0,
-                          "ranks": 4}) == "probe starting 4 rank(s)…"
+    assert progress_line(ProbeProgress(step=0, steps=8, collective="init", bytes=0,
+                                       ranks=4)) == "probe starting 4 rank(s)…"
     with progress_on_stderr(enabled=False) as cb:
         assert cb is None  # not a terminal: nothing is drawn, the probe gets no listener
     import io
@@ -110,5 +111,5 @@ def test_probe_progress_line_and_stderr_status() -> None:
     con = Console(file=io.StringIO(), force_terminal=True, width=80)
     with progress_on_stderr(enabled=True, console=con) as cb:
         assert cb is not None
-        cb({"step": 2, "steps": 3, "collective": "broadcast", "bytes": 1024, "ranks": 2})
+        cb(ProbeProgress(step=2, steps=3, collective="broadcast", bytes=1024, ranks=2))
     assert "probe" in con.file.getvalue()

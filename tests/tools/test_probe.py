@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from tools.params import ProbeProgress
 from tools.probe.baselines import baseline_findings, hardware_key
 from tools.probe.busbw import bandwidths, bus_factor, sweep_sizes
 from tools.probe.launch import sweep_position
+from tools.probe.model import ProbeData
 from tools.probe.params import ProbeParams
 from tools.probe.run import run_probe
 from tools.probe.worker import parse_fault
+from tools.registry import read_data
 
 pytest.importorskip("torch")
 
@@ -37,26 +40,30 @@ def test_gloo_two_ranks_every_collective(tmp_path: Path) -> None:
 def test_gloo_four_ranks(tmp_path: Path) -> None:
     params = ProbeParams(**{**SMALL, "max_bytes": 8192}, nproc=4,
                          collectives=["all_reduce", "all_gather", "sendrecv"])
-    seen: list[dict] = []
+    seen: list[ProbeProgress] = []
     result = run_probe(params, on_progress=seen.append)
     assert result.status == "success", result.error
     rows = result.data["results"]
     assert result.data["nproc"] == 4 and all(r["correct"] for r in rows)
-    assert seen and all(s["steps"] == 6 and s["ranks"] <= 4 for s in seen)  # 3 colls x 2 sizes
-    assert [s["step"] for s in seen] == sorted(s["step"] for s in seen)
+    assert seen and all(s.steps == 6 and s.ranks <= 4 for s in seen)  # 3 colls x 2 sizes
+    assert [s.step for s in seen] == sorted(s.step for s in seen)
     ar = [r for r in rows if r["collective"] == "all_reduce"][-1]
     assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"] * 1.5, rel=1e-3)
+    # read back through the result model its ToolSpec declares
+    data = read_data("probe", result)
+    assert isinstance(data, ProbeData) and data.nproc == 4
+    assert data.largest_busbw() == pytest.approx(ar["busbw_gbps"])
 
 
 def test_forced_hang_is_bounded_and_reported() -> None:
     params = ProbeParams(**{**SMALL, "collective_timeout": 3, "timeout": 40}, nproc=2,
                          collectives=["all_reduce"])
-    seen: list[dict[str, object]] = []
+    seen: list[ProbeProgress] = []
     result = run_probe(params, fault="hang:rank=1:collective=all_reduce:bytes=8192",
                        on_progress=seen.append)
     # while it hangs, progress shows where: the second of three sizes
-    assert seen[-1] == {"step": 2, "steps": 3, "collective": "all_reduce", "bytes": 8192,
-                        "ranks": 2}
+    assert seen[-1] == ProbeProgress(step=2, steps=3, collective="all_reduce", bytes=8192,
+                                     ranks=2)
     assert result.status == "error"
     hang = result.data["hang"]
     assert hang["collective"] == "all_reduce" and hang["bytes"] == 8192
@@ -104,12 +111,12 @@ def test_sweep_position_is_the_slowest_rank() -> None:
     colls, sizes = ["all_reduce", "broadcast"], [1024, 4096]
     assert sweep_position({}, colls, sizes) is None
     assert sweep_position({0: {"collective": "broadcast", "bytes": 1024},
-                           1: {"collective": "all_reduce", "bytes": 4096}}, colls, sizes) == {
-        "step": 2, "steps": 4, "collective": "all_reduce", "bytes": 4096, "ranks": 2}
-    assert sweep_position({0: {"collective": "init", "bytes": 0}, 1: None}, colls,
-                          sizes)["step"] == 0
+                           1: {"collective": "all_reduce", "bytes": 4096}}, colls, sizes) == \
+        ProbeProgress(step=2, steps=4, collective="all_reduce", bytes=4096, ranks=2)
+    start = sweep_position({0: {"collective": "init", "bytes": 0}, 1: None}, colls, sizes)
+    assert start is not None and start.step == 0
     done = sweep_position({0: None, 1: {"collective": "finish", "bytes": 0}}, colls, sizes)
-    assert done["step"] == done["steps"] == 4
+    assert done is not None and done.step == done.steps == 4
 
 
 def test_fault_spec() -> None:

@@ -25,13 +25,15 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from typing_extensions import TypedDict
 
 from tools.agent.audit import AuditLog
 from tools.agent.auth import NonceCache, load_secret
 from tools.agent.door import Door, RefusalLog
+from tools.agent.gpu import GpuProcess
 from tools.agent.gpu import gpu_processes as nvml_gpu_processes
 from tools.agent.guard import Guard, TargetCheck
-from tools.agent.locks import NodeBusyError, ProbeLock
+from tools.agent.locks import Holder, NodeBusyError, ProbeLock
 from tools.agent.models import (
     CheckReply,
     CheckRequest,
@@ -40,7 +42,7 @@ from tools.agent.models import (
     StatusReply,
 )
 from tools.hang.flight import SampleRunningError, SingleFlight, request_key
-from tools.params import Params, ToolSpec
+from tools.params import Params, Progress, ToolSpec
 from tools.probe.worker import FAULT_ENV
 from tools.registry import TOOLS
 from tools.result import ToolResult
@@ -70,16 +72,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
-    errors = [{"loc": [str(p) for p in e.get("loc", ()) if p != "body"], "msg": e.get("msg", "")}
-              for e in exc.errors()]
+class Problem(TypedDict):
+    """One invalid field of a request: where, and what is wrong."""
+
+    loc: list[str]
+    msg: str
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, list[Problem]]:
+    errors = [Problem(loc=[str(p) for p in e.get("loc", ()) if p != "body"],
+                      msg=str(e.get("msg", ""))) for e in exc.errors()]
     text = "; ".join(f"{'.'.join(e['loc']) or 'body'}: {e['msg']}" for e in errors)
     return f"invalid parameters: {text}", errors
 
 
-def create_app(settings: Any = None, *, secret: bytes | None = None,
+def create_app(settings: object = None, *, secret: bytes | None = None,
                audit_log: Path | None = None, force_users: Iterable[str] | None = None,
-               gpu_processes: Callable[[], list[dict[str, Any]]] | None = None,
+               gpu_processes: Callable[[], list[GpuProcess]] | None = None,
                run_tool: RunTool | None = None, max_body: int = MAX_BODY_BYTES,
                names: Iterable[str] | None = None, allow_faults: bool | None = None) -> FastAPI:
     """Build the agent. `settings` needs agent_secret(_file), agent_audit_log, oncall_users.
@@ -99,7 +108,8 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
     list_gpu_procs = gpu_processes or nvml_gpu_processes
     fault = injected_fault(os.environ, allow_faults)
 
-    def default_run(tool: str, params: dict[str, Any], on_progress: Any = None) -> ToolResult:
+    def default_run(tool: str, params: Mapping[str, object],
+                    on_progress: Progress | None = None) -> ToolResult:
         from tools.registry import run_local
 
         return run_local(tool, params, fault=fault, on_progress=on_progress)
@@ -117,7 +127,7 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         request.state.ncclbot_audit = {"outcome": "rejected", "reason": message[:500]}
         return JSONResponse({"detail": message, "errors": errors}, status_code=422)
 
-    def _tool(request: Request, tool: str, params: dict[str, Any]) -> ToolResult:
+    def _tool(request: Request, tool: str, params: dict[str, object]) -> ToolResult:
         result = run(tool, params, on_progress=lock.report) if tool == "probe" else run(
             tool, params)
         request.state.ncclbot_audit = {"tool": tool, "params": params, "outcome": result.status,
@@ -139,21 +149,21 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         procs = list_gpu_procs()
         if not procs or force:
             return None
-        pids = sorted({p["pid"] for p in procs})
+        held = sorted({p["pid"] for p in procs})
         request.state.ncclbot_audit = {"outcome": "refused", "reason": "gpus in use"}
-        return JSONResponse({"detail": f"{len(pids)} process(es) hold the GPUs (pids "
-                             f"{', '.join(map(str, pids[:10]))}); not probing over a "
+        return JSONResponse({"detail": f"{len(held)} process(es) hold the GPUs (pids "
+                             f"{', '.join(map(str, held[:10]))}); not probing over a "
                              "running job. An authorised user may pass force=true.",
                              "reason": "gpus_in_use", "processes": procs[:64]}, 409)
 
-    def busy_refusal(request: Request, holder: Any) -> JSONResponse:
+    def busy_refusal(request: Request, holder: Holder) -> JSONResponse:
         request.state.ncclbot_audit = {"outcome": "busy", "holder": holder.user}
         return JSONResponse({"detail": f"node busy: a probe by {holder.user} since "
                              f"{holder.since}", "reason": "probe_running",
                              "holder": holder.user, "since": holder.since}, 409)
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    def health() -> dict[str, str]:
         """Liveness; unsigned, so it says nothing about probes or users."""
         return {"status": "ok"}
 
@@ -169,7 +179,7 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
             responses[409] = {"description": f"another {spec.name} runs here"}
             flights[spec.name] = SingleFlight()
 
-        def route(body: Params, request: Request) -> Any:
+        def route(body: Params, request: Request) -> ToolResult | JSONResponse:
             user = request.state.ncclbot_user
             if spec.oncall and user not in allowed_force:
                 request.state.ncclbot_audit = {"tool": spec.name, "outcome": "refused",
@@ -216,7 +226,7 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
         return PortReply(port=_free_port())
 
     @app.post("/v1/probe/check", response_model=CheckReply, responses=_BUSY)
-    def probe_check(body: CheckRequest, request: Request) -> Any:
+    def probe_check(body: CheckRequest, request: Request) -> CheckReply | JSONResponse:
         """Whether a probe by this user (with `force`) would start now; nothing is run."""
         holder = lock.holder
         refused = force_refusal(request, body.force) or (
@@ -238,7 +248,8 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
                            progress=progress)
 
     @app.post("/v1/probe", response_model=ToolResult, responses=_BUSY)
-    def probe(body: ProbeRequest, request: Request) -> Any:  # TOOLS["probe"].request
+    def probe(body: ProbeRequest, request: Request  # TOOLS["probe"].request
+              ) -> ToolResult | JSONResponse:
         """Collective sweep on this node, or this node's share of a multi-node probe."""
         if (refused := force_refusal(request, body.force)) is not None:
             return refused
@@ -252,11 +263,10 @@ def create_app(settings: Any = None, *, secret: bytes | None = None,
             params = body.tool_params()
             if body.rendezvous is None:
                 return _tool(request, "probe", params.model_dump())
-            from tools.agent.group import run_group_member
+            from tools.probe.group import run_group_member
 
-            rv = body.rendezvous
-            result = run_group_member(params, rv.master_addr, rv.master_port, rv.node_rank,
-                                      rv.nnodes, fault=fault, on_progress=lock.report)
+            result = run_group_member(params, body.rendezvous, fault=fault,
+                                      on_progress=lock.report)
             request.state.ncclbot_audit = {
                 "tool": "probe", "params": body.model_dump(exclude={"force"}),
                 "outcome": result.status, "error": (result.error or "")[:300] or None,

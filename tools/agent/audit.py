@@ -7,7 +7,7 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 
 class AuditLog:
@@ -24,10 +24,10 @@ class AuditLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the process
 
-    def write(self, **record: Any) -> None:
-        record = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                  **record}
-        line = json.dumps(record, ensure_ascii=False, default=str, sort_keys=False) + "\n"
+    def write(self, **record: object) -> None:
+        stamped = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                   **record}
+        line = json.dumps(stamped, ensure_ascii=False, default=str, sort_keys=False) + "\n"
         with self._lock:
             if self._fh is not None and self.path is not None and \
                     self._fh.tell() + len(line) > self.max_bytes:

@@ -32,7 +32,7 @@ import asyncio
 import resource
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +108,8 @@ class RefusalLog:
         self._flushed = float("-inf")
         self.total = 0
 
-    def record(self, key: str, code: str, reason: str, detail: dict[str, Any] | None = None,
+    def record(self, key: str, code: str, reason: str,
+               detail: Mapping[str, object] | None = None,
                user: str | None = None) -> None:
         """Count one refusal; write `detail` as its own line while the key's budget lasts."""
         now = self.clock()
@@ -250,11 +251,12 @@ class Door:
         victim.close()
         return True
 
-    def lookup(self, client: Any) -> Conn | None:
+    def lookup(self, client: Sequence[object] | None) -> Conn | None:
         """The connection an ASGI scope's `client` (host, port) arrived on, if tracked."""
         if not client:
             return None
-        return self.by_peer.get((str(client[0]), int(client[1])))
+        host, port = client[0], client[1]
+        return self.by_peer.get((str(host), port if isinstance(port, int) else -1))
 
     # unverified requests
     def admit(self, source: str, length: int | None) -> Lane | None:
@@ -316,7 +318,7 @@ def guarded_protocol(door: Door, base: type[asyncio.Protocol] | None = None) -> 
         _door_bytes = 0
         _door_idle_at = 0.0
 
-        def connection_made(self, transport: Any) -> None:
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             client = self.client or ("?", 0)
             conn = Conn(source=str(client[0]), port=int(client[1]), opened=door.clock(),

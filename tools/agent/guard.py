@@ -115,7 +115,7 @@ class Guard:
         query = scope.get("query_string", b"").decode("latin-1")
         remote = str((scope.get("client") or ("?", 0))[0])
         # until the signature is checked, the user is only what the request claims
-        record: dict[str, Any] = {
+        record: dict[str, object] = {
             "method": method, "path": path, "user": None,
             "claimed_user": headers.get("x-ncclbot-user"), "remote": remote}
         status = {"code": 0}
@@ -224,13 +224,13 @@ class Guard:
         return b"".join(chunks)
 
     async def _deny(self, scope: Scope, receive: Receive, send: Send, code: int, reason: str,
-                    record: dict[str, Any]) -> None:
+                    record: dict[str, object]) -> None:
         record.update(decision="deny", reason=reason)
         # the body may not have been read: the connection cannot carry another request
         await JSONResponse({"detail": reason}, status_code=code,
                            headers={"connection": "close"})(scope, receive, send)
 
-    def _audit(self, record: dict[str, Any], status: dict[str, int], start: float) -> None:
+    def _audit(self, record: dict[str, object], status: dict[str, int], start: float) -> None:
         bounded = {k: (v[:AUDIT_FIELD_MAX] + "…" if isinstance(v, str)
                        and len(v) > AUDIT_FIELD_MAX else v) for k, v in record.items()}
         line = {**bounded, "status": status["code"],
@@ -240,7 +240,8 @@ class Guard:
             return
         # refusals, before or after the signature check: who and what at a bounded rate
         user = record.get("user")
+        claimed = record.get("claimed_user")
         key = f"user {user}" if user else str(record.get("remote"))
         self.door.refusals.record(key, str(status["code"] or "disconnected"),
                                   str(record.get("reason") or record.get("outcome") or ""),
-                                  detail=line, user=user or record.get("claimed_user"))
+                                  detail=line, user=str(user or claimed or "") or None)

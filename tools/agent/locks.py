@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+
+from tools.params import ProbeProgress
 
 
 @dataclass(frozen=True)
@@ -28,11 +29,11 @@ class ProbeLock:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.holder: Holder | None = None
-        self.progress: dict[str, Any] | None = None
+        self.progress: ProbeProgress | None = None
 
-    def report(self, progress: dict[str, Any]) -> None:
-        """The running probe's latest position (`tools.probe_launch.sweep_position`)."""
-        self.progress = dict(progress)
+    def report(self, progress: ProbeProgress) -> None:
+        """The running probe's latest position (`tools.probe.launch.sweep_position`)."""
+        self.progress = progress
 
     def acquire(self, user: str, what: str = "probe") -> Holder:
         if not self._lock.acquire(blocking=False):

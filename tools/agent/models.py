@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from tools.params import STRICT, Params
+from tools.params import STRICT, Params, ProbeProgress
 from tools.probe.remote import ProbeRequest, Rendezvous
 from tools.registry import TOOLS
 
@@ -35,16 +35,6 @@ class CheckReply(BaseModel):
 
 class PortReply(BaseModel):
     port: int
-
-
-class ProbeProgress(BaseModel):
-    """Where a running probe's sweep is: the slowest rank's step."""
-
-    step: int = Field(description="1-based step the slowest rank is in; 0 while starting")
-    steps: int = Field(description="collectives x message sizes")
-    collective: str
-    bytes: int
-    ranks: int = Field(description="ranks that have started")
 
 
 class StatusReply(BaseModel):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import ssl
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import TypedDict
 
 
 class StartError(Exception):
@@ -19,21 +20,30 @@ def check_user(allow_root: bool, euid: int | None = None) -> None:
                          "user (see docs/agent.md), or pass --allow-root if you must")
 
 
-def tls_options(cert: Path | None, key: Path | None, ca: Path | None) -> dict[str, Any]:
+class TlsOptions(TypedDict, total=False):
+    """uvicorn's TLS keyword arguments."""
+
+    ssl_certfile: str
+    ssl_keyfile: str
+    ssl_ca_certs: str
+    ssl_cert_reqs: int
+
+
+def tls_options(cert: Path | None, key: Path | None, ca: Path | None) -> TlsOptions:
     """uvicorn TLS keyword arguments; a CA file turns on mutual TLS (client certs required)."""
     if (cert is None) != (key is None):
         raise StartError("TLS needs both NCCLBOT_AGENT_TLS_CERT and NCCLBOT_AGENT_TLS_KEY")
     if cert is None:
         if ca is not None:
             raise StartError("NCCLBOT_AGENT_CA_FILE (mutual TLS) needs a server cert and key")
-        return {}
-    opts: dict[str, Any] = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+        return TlsOptions()
+    opts = TlsOptions(ssl_certfile=str(cert), ssl_keyfile=str(key))
     if ca is not None:
-        opts.update(ssl_ca_certs=str(ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
+        opts["ssl_ca_certs"], opts["ssl_cert_reqs"] = str(ca), ssl.CERT_REQUIRED
     return opts
 
 
-def serve(settings: Any, host: str, port: int, audit_log: Path | None = None,
+def serve(settings: object, host: str, port: int, audit_log: Path | None = None,
           allow_root: bool = False, force_users: list[str] | None = None,
           names: list[str] | None = None) -> None:
     """Run until interrupted."""

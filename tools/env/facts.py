@@ -11,7 +11,9 @@ import re
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Protocol
+
+from typing_extensions import TypedDict
 
 from tools.redact import redact_env
 from tools.runner import CommandRunner
@@ -24,6 +26,58 @@ ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
 PACKAGES = ("torch", "deepspeed", "transformers", "accelerate", "trl", "verl", "vllm", "ray",
             "megatron-core", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-ml-py")
 UNLIMITED = -1
+
+
+class TorchRuntime(TypedDict, total=False):
+    """What torch was built with (or why it could not be read)."""
+
+    error: str
+    torch: str
+    cuda_runtime: str | None
+    nccl: str | None
+    cuda_available: bool
+    device_count: int
+    nccl_error: str
+
+
+class Container(TypedDict):
+    in_container: bool
+    kind: str | None
+    evidence: list[str]
+
+
+class ShmUsage(TypedDict, total=False):
+    path: str
+    error: str
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+
+
+class Ulimits(TypedDict):
+    """Soft and hard limits; UNLIMITED (-1) for none."""
+
+    memlock_soft: int
+    memlock_hard: int
+    nofile_soft: int
+    nofile_hard: int
+
+
+class CgroupMemory(TypedDict, total=False):
+    version: int | None
+    limit_bytes: int | None
+    usage_bytes: int | None
+
+
+class StatVfs(Protocol):
+    """The fields of `os.statvfs` the /dev/shm reading uses."""
+
+    @property
+    def f_blocks(self) -> int: ...
+    @property
+    def f_frsize(self) -> int: ...
+    @property
+    def f_bavail(self) -> int: ...
 
 
 def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -43,19 +97,19 @@ def package_versions(lookup: Callable[[str], str] = metadata.version) -> dict[st
     return out
 
 
-def torch_runtime() -> dict[str, Any]:
+def torch_runtime() -> TorchRuntime:
     """CUDA/NCCL versions torch was built with. Imports torch: call only when installed."""
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - a broken torch install is a fact, not a crash
         return {"error": f"import torch failed: {exc}"}
-    out: dict[str, Any] = {"torch": torch.__version__, "cuda_runtime": torch.version.cuda,
-                           "nccl": None, "cuda_available": False, "device_count": 0}
+    out = TorchRuntime(torch=str(torch.__version__), cuda_runtime=torch.version.cuda,
+                       nccl=None, cuda_available=False, device_count=0)
     try:
         out["cuda_available"] = bool(torch.cuda.is_available())
         out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
         if torch.version.cuda:
-            nccl_version: Callable[[], Any] = torch.cuda.nccl.version  # untyped in torch
+            nccl_version: Callable[[], object] = torch.cuda.nccl.version  # untyped in torch
             v = nccl_version()
             out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     except Exception as exc:  # noqa: BLE001
@@ -69,7 +123,7 @@ def driver_version(root: Path) -> str | None:
     return m.group(1) if m else None
 
 
-def container_info(root: Path, environ: Mapping[str, str]) -> dict[str, Any]:
+def container_info(root: Path, environ: Mapping[str, str]) -> Container:
     evidence = []
     if (root / ".dockerenv").exists():
         evidence.append("/.dockerenv")
@@ -87,7 +141,7 @@ def container_info(root: Path, environ: Mapping[str, str]) -> dict[str, Any]:
     return {"in_container": bool(evidence), "kind": kind, "evidence": evidence}
 
 
-def shm_usage(path: Path, statvfs: Callable[[Path], Any] = os.statvfs) -> dict[str, Any]:
+def shm_usage(path: Path, statvfs: Callable[[Path], StatVfs] = os.statvfs) -> ShmUsage:
     try:
         st = statvfs(path)
     except OSError as exc:
@@ -97,7 +151,7 @@ def shm_usage(path: Path, statvfs: Callable[[Path], Any] = os.statvfs) -> dict[s
             "free_bytes": free}
 
 
-def ulimits(getrlimit: Callable[[int], tuple[int, int]] | None = None) -> dict[str, Any]:
+def ulimits(getrlimit: Callable[[int], tuple[int, int]] | None = None) -> Ulimits:
     import resource
 
     get = getrlimit or resource.getrlimit
@@ -111,7 +165,7 @@ def ulimits(getrlimit: Callable[[int], tuple[int, int]] | None = None) -> dict[s
             "nofile_soft": norm(nf[0]), "nofile_hard": norm(nf[1])}
 
 
-def cgroup_memory(root: Path) -> dict[str, Any]:
+def cgroup_memory(root: Path) -> CgroupMemory:
     """Memory limit of this cgroup (v2 memory.max, else v1 memory.limit_in_bytes)."""
     v2 = read_text(root / "sys/fs/cgroup/memory.max")
     if v2 is not None:

@@ -7,12 +7,12 @@ nccl_buffsize_large, mtu_mismatch, peermem_missing, fabricmanager_down.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tools.cards import card_for
 from tools.result import Finding, Severity
+from tools.sysfs import IbDevice, Interface
 
 GIB = 2**30
 MIN_SHM_BYTES = GIB
@@ -25,8 +25,8 @@ class EnvFacts:
     """What the lint rules look at. None means "could not tell" and never fires a rule."""
 
     environ: Mapping[str, str] = field(default_factory=dict)
-    interfaces: list[dict[str, Any]] = field(default_factory=list)
-    ib_devices: list[dict[str, Any]] = field(default_factory=list)
+    interfaces: Sequence[Interface] = ()
+    ib_devices: Sequence[IbDevice] = ()
     has_nvlink: bool | None = None
     gpu_count: int | None = None
     shm_total_bytes: int | None = None
@@ -158,8 +158,8 @@ def rule_mtu(facts: EnvFacts) -> list[Finding]:
         layer = next((p.get("link_layer") for p in dev.get("ports", [])), None) or "unknown"
         for nd in dev.get("netdevs", []):
             iface = by_name.get(nd)
-            if iface and iface.get("mtu") and iface.get("state") in ("up", "unknown"):
-                groups.setdefault(layer, {})[nd] = iface["mtu"]
+            if iface and (mtu := iface["mtu"]) and iface["state"] in ("up", "unknown"):
+                groups.setdefault(layer, {})[nd] = mtu
     out = []
     for layer, mtus in groups.items():
         if len(set(mtus.values())) > 1:

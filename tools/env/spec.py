@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from tools.params import LlmTool, Params, RunContext, ToolSpec
+from tools.params import LlmTool, McpTool, Params, RunContext, ToolSpec
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class EnvParams(Params):
@@ -20,7 +23,7 @@ def run(p: EnvParams, ctx: RunContext) -> ToolResult:
     return collect_env(import_torch=p.import_torch)
 
 
-def render(result: ToolResult, con: Any) -> None:
+def render(result: ToolResult, con: Console) -> None:
     """The variables (already redacted) and the versions found."""
     from rich.markup import escape
 
@@ -42,5 +45,6 @@ SPEC = ToolSpec(
     # importing torch on a busy node can take a while
     timeout=lambda p: 120.0 if p.import_torch else 60.0, render=render,
     llm=LlmTool("node_env", fixed={"import_torch": False}),
+    mcp=McpTool("node_env", fields=("import_torch",), defaults={"import_torch": False}),
     title='environment variables (redacted), versions, limits, network, with lint findings',
 )

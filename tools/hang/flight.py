@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ class _Run(Generic[T]):
     waiters: int = 0
 
 
-def request_key(params: dict[str, Any]) -> str:
+def request_key(params: Mapping[str, object]) -> str:
     """Requests with the same parameters are the same sample."""
     return json.dumps(params, sort_keys=True, default=str)
 

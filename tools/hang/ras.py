@@ -23,7 +23,8 @@ import math
 import re
 import socket
 import time
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -225,23 +226,23 @@ def _hash(h: str) -> str:
     return f"{int(h, 16):016x}"
 
 
-def _int(v: Any) -> int | None:
+def _int(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _str(v: Any) -> str | None:
+def _str(v: object) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def _dict(v: Any) -> dict[str, Any]:
+def _dict(v: object) -> dict[str, object]:
     return v if isinstance(v, dict) else {}
 
 
-def _bool(v: Any) -> bool | None:
+def _bool(v: object) -> bool | None:
     return v if isinstance(v, bool) else None
 
 
-def _rank_status(st: dict[str, Any]) -> str | None:
+def _rank_status(st: Mapping[str, object]) -> str | None:
     """A reporting rank's status, derived as rasClientRunComms does."""
     if st.get("abort_flag") is True:
         return "ABORT"
@@ -317,7 +318,7 @@ def parse_json(raw: str) -> RasStatus:
         warnings=warnings, raw=raw)
 
 
-def _json_rank(r: dict[str, Any]) -> RasRank:
+def _json_rank(r: Mapping[str, object]) -> RasRank:
     st = _dict(r.get("status"))
     counts = _dict(r.get("collective_counts"))
     cuda = _int(r.get("cuda_dev"))

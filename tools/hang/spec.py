@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from tools.hang.collect import HangParams
-from tools.params import RunContext, ToolSpec
+from tools.hang.model import HangSample
+from tools.params import McpTool, RunContext, ToolSpec
 from tools.result import ToolResult
 
 
@@ -35,7 +36,8 @@ SPEC = ToolSpec(
     oncall=True, oncall_why="read the ranks' stacks", single_flight=True,
     # the sample's own deadline, which it keeps; a little more to build the reply
     timeout=lambda p: float(p.deadline_s) + 15.0,
-    summary=summary, cli=False, slack_args="NODE,NODE|GROUP",
+    summary=summary, cli=False, result=HangSample, slack_args="NODE,NODE|GROUP",
+    mcp=McpTool("node_hang", fields=("pids", "pattern", "job")),
     title="why a running job is stuck: every rank's stack, Flight Recorder and NCCL RAS "
           "on those nodes, compared",
 )

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tools.hang.procs import RankSelection
-from tools.params import LlmTool, RunContext, ToolSpec
+from tools.params import LlmTool, McpTool, RunContext, ToolSpec
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class LibsParams(RankSelection):
@@ -29,7 +32,7 @@ def summary(result: ToolResult) -> str:
     return head + (f"; {result.findings[0].message}" if result.findings else "")
 
 
-def render(result: ToolResult, con: Any) -> None:
+def render(result: ToolResult, con: Console) -> None:
     """One row per rank: the version of each library family it mapped."""
     from rich.markup import escape
     from rich.table import Table
@@ -56,5 +59,6 @@ SPEC = ToolSpec(
     prerequisites=("permission to read the ranks' /proc/PID/maps (the same user, or root)",),
     timeout=lambda p: 30.0, summary=summary, render=render,
     llm=LlmTool("node_libs", fields=("job",)),
+    mcp=McpTool("node_libs", fields=("pids", "pattern", "job")),
     title="the NCCL/CUDA/cuDNN/torch library versions a running job's ranks loaded",
 )

@@ -5,10 +5,12 @@ Peak busbw needs large messages (>= 256 MiB-1 GiB); smaller sweeps read low.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tools.cards import card_for
+from tools.probe.model import ProbeRow
+from tools.probe.params import ProbeParams
 from tools.result import Finding
 
 LARGE_ENOUGH = 256 * 2**20
@@ -88,7 +90,19 @@ def expected_busbw(backend: str, gpu_name: str | None, nproc: int, nnodes: int =
     return value, f"{ports} x {nic.label} on {node.label}, {nic.sources[0]}"
 
 
-def baseline_findings(rows: list[dict[str, Any]], backend: str, gpu_name: str | None,
+def group_baseline(p: ProbeParams, gpu_names: Sequence[str | None],
+                   ib_port_rates: Sequence[Sequence[str]]) -> tuple[float, str] | None:
+    """The expected busbw of a multi-node sweep with `p` on nodes that reported these GPUs
+    and InfiniBand ports: only when every node has the same known GPU and the sweep reaches
+    sizes where peak busbw is measured."""
+    names = set(gpu_names)
+    if p.max_bytes < LARGE_ENOUGH or len(names) != 1 or None in names:
+        return None
+    ports = min((list(r) for r in ib_port_rates), key=len, default=[])
+    return expected_busbw(p.backend, names.pop(), p.nproc or 0, len(gpu_names), ports)
+
+
+def baseline_findings(rows: Sequence[ProbeRow], backend: str, gpu_name: str | None,
                       nproc: int) -> list[Finding]:
     """"X% of the expected busbw" per collective with a baseline, or a no-baseline note."""
     key = hardware_key(backend, gpu_name, nproc)

@@ -9,20 +9,23 @@ is stuck. Processes run in their own session so a stuck tree is killed as a whol
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+from pydantic import TypeAdapter
 
 from tools.cards import card_for
+from tools.params import ProbeProgress, Progress
 from tools.probe.busbw import bandwidths, sweep_sizes
+from tools.probe.model import ProbeRow, RankFile, StepAt, StepRow
 from tools.probe.params import ProbeParams
 from tools.probe.worker import FAULT_ENV
 from tools.result import Finding, ToolResult
@@ -34,11 +37,14 @@ GRACE_S = 2.0
 #: Extra time for the first step (process start, torch import, rendezvous).
 INIT_GRACE_S = 30.0
 _RANK_FILE = re.compile(r"^rank(\d+)\.progress$")
+T = TypeVar("T")
+_STEP_AT: TypeAdapter[StepAt] = TypeAdapter(StepAt)
+_RANK_FILE_SHAPE: TypeAdapter[RankFile] = TypeAdapter(RankFile)
 #: How often the watcher reports where the sweep is (seconds).
 PROGRESS_EVERY_S = 0.5
 
-#: on_progress({"step", "steps", "collective", "bytes", "ranks"}): where the slowest rank is.
-ProgressFn = Callable[[dict[str, Any]], None]
+#: on_progress(where the slowest rank is)
+ProgressFn = Progress
 
 
 @dataclass(frozen=True)
@@ -78,12 +84,20 @@ def rank_commands(p: ProbeParams, sizes: Sequence[int], out: Path, ranks: Sequen
             for local, rank in enumerate(ranks)]
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def _read(path: Path, shape: TypeAdapter[T]) -> T | None:
+    """A worker's file, validated; None while it is missing, half-written or malformed."""
     try:
-        data = json.loads(path.read_text())
+        return shape.validate_json(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+
+
+def read_progress(path: Path) -> StepAt | None:
+    return _read(path, _STEP_AT)
+
+
+def read_rank(path: Path) -> RankFile | None:
+    return _read(path, _RANK_FILE_SHAPE)
 
 
 def kill(procs: Sequence[subprocess.Popen[bytes]]) -> None:
@@ -103,8 +117,8 @@ def started_ranks(out: Path) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
-def sweep_position(progress: Mapping[int, Mapping[str, Any] | None],
-                   collectives: Sequence[str], sizes: Sequence[int]) -> dict[str, Any] | None:
+def sweep_position(progress: Mapping[int, StepAt | None],
+                   collectives: Sequence[str], sizes: Sequence[int]) -> ProbeProgress | None:
     """Where the slowest rank is: step k of N (0 while starting, N when finished).
 
     `progress` maps rank -> its last progress record (None once it reported its result).
@@ -125,8 +139,8 @@ def sweep_position(progress: Mapping[int, Mapping[str, Any] | None],
     if slowest is None:
         return None
     step, _, coll, nbytes = slowest
-    return {"step": step, "steps": steps, "collective": coll, "bytes": nbytes,
-            "ranks": len(progress)}
+    return ProbeProgress(step=step, steps=steps, collective=coll, bytes=nbytes,
+                         ranks=len(progress))
 
 
 @dataclass
@@ -167,18 +181,18 @@ def _watch(p: ProbeParams, procs: Sequence[subprocess.Popen[bytes]], out: Path,
            on_progress: ProgressFn | None = None) -> str | None:
     first_failure: float | None = None
     sizes = sweep_sizes(p.min_bytes, p.max_bytes, p.factor)
-    last: dict[str, Any] | None = None
+    last: ProbeProgress | None = None
     next_report = start
     while any(pr.poll() is None for pr in procs):
         now = time.monotonic()
         if now - start > p.timeout:
             return f"overall timeout of {p.timeout:g} s reached"
-        seen: dict[int, dict[str, Any] | None] = {}  # rank -> progress; None once it reported
+        seen: dict[int, StepAt | None] = {}  # rank -> progress; None once it reported
         for rank in ranks if ranks is not None else started_ranks(out):
             if (out / f"rank{rank}.json").exists():
                 seen[rank] = None
                 continue
-            prog = read_json(out / f"rank{rank}.progress")
+            prog = read_progress(out / f"rank{rank}.progress")
             if not prog:
                 continue
             seen[rank] = prog
@@ -204,9 +218,9 @@ def _watch(p: ProbeParams, procs: Sequence[subprocess.Popen[bytes]], out: Path,
     return None
 
 
-def merge_rows(ranks: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+def merge_rows(ranks: Sequence[RankFile], world: int) -> list[ProbeRow]:
     """Average each step's time over ranks (as nccl-tests does); correct only if all are."""
-    merged: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    merged: dict[tuple[str, int], list[StepRow]] = {}
     for r in ranks:
         for row in r.get("rows", []):
             merged.setdefault((row["collective"], row["bytes"]), []).append(row)
@@ -214,13 +228,14 @@ def merge_rows(ranks: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
     for (coll, nbytes), group in merged.items():
         t = sum(g["time_us"] for g in group) / len(group)
         algbw, busbw = bandwidths(coll, nbytes, t, world)
-        rows.append({"collective": coll, "bytes": nbytes, "time_us": round(t, 2),
-                     "algbw_gbps": float(f"{algbw:.6g}"), "busbw_gbps": float(f"{busbw:.6g}"),
-                     "correct": all(g["correct"] for g in group)})
+        rows.append(ProbeRow(collective=coll, bytes=nbytes, time_us=round(t, 2),
+                             algbw_gbps=float(f"{algbw:.6g}"),
+                             busbw_gbps=float(f"{busbw:.6g}"),
+                             correct=all(g["correct"] for g in group)))
     return rows
 
 
-def incorrect_findings(rows: list[dict[str, Any]]) -> list[Finding]:
+def incorrect_findings(rows: Sequence[ProbeRow]) -> list[Finding]:
     bad = [f"{r['collective']}@{r['bytes']}" for r in rows if not r["correct"]]
     if not bad:
         return []
@@ -230,9 +245,9 @@ def incorrect_findings(rows: list[dict[str, Any]]) -> list[Finding]:
 
 
 def report(out: Path, ranks: Sequence[int], outcome: Outcome, invocation: str,
-           base: dict[str, Any], prefix: str = "") -> ToolResult:
+           base: Mapping[str, object], prefix: str = "") -> ToolResult:
     """The ToolResult for `ranks`: merged rows, or which step hung and which ranks failed."""
-    results = {r: read_json(out / f"rank{r}.json") for r in ranks}
+    results = {r: read_rank(out / f"rank{r}.json") for r in ranks}
     data = {**base, "duration_s": round(outcome.duration_s, 3)}
     ok = [d for d in results.values() if d and d.get("status") == "success"]
     if ranks and len(ok) == len(ranks) and not outcome.stuck:
@@ -246,16 +261,16 @@ def report(out: Path, ranks: Sequence[int], outcome: Outcome, invocation: str,
     return _failure(out, results, outcome, invocation, data, prefix)
 
 
-def _failure(out: Path, results: dict[int, dict[str, Any] | None], outcome: Outcome,
-             invocation: str, data: dict[str, Any], prefix: str) -> ToolResult:
+def _failure(out: Path, results: dict[int, RankFile | None], outcome: Outcome,
+             invocation: str, data: dict[str, object], prefix: str) -> ToolResult:
     hung = [r for r, d in results.items() if d is None]
     failed = {r: str(d.get("error"))[:300] for r, d in results.items()
               if d and d.get("status") == "error"}
-    where = {r: read_json(out / f"rank{r}.progress") or {} for r in hung}
+    where = {r: read_progress(out / f"rank{r}.progress") or StepAt() for r in hung}
     steps = [w for w in where.values() if w.get("collective") not in (None, "finish")]
     steps += [d.get("failed_at") or {} for r, d in results.items() if r in failed and d]
     step = min(steps, key=lambda w: (w.get("collective") != "init", w.get("bytes") or 0),
-               default={})
+               default=StepAt())
     what = "hung" if hung else "failed"
     if not results:
         error = f"{prefix}probe failed before any rank started"

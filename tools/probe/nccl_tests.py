@@ -13,7 +13,8 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
 
 from tools.probe.busbw import COLLECTIVES
 from tools.probe.params import ProbeParams
@@ -27,6 +28,65 @@ _DEVICE = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+
                      r"(\d+)\s+\[([^\]]+)\]\s+(.*)$")
 
 
+class Side(TypedDict):
+    """One placement's numbers (out-of-place or in-place) of a row."""
+
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    correct: bool | None
+
+
+class Row(Side):
+    """One message size: the out-of-place numbers in the probe's row shape, and in-place."""
+
+    collective: str
+    bytes: int
+    count: int | None
+    type: str | None
+    redop: str | None
+    root: int | None
+    in_place: Side | None
+
+
+class Device(TypedDict):
+    rank: int | None
+    pid: int | None
+    host: str | None
+    device: int | None
+    bus: str | None
+    name: str | None
+
+
+class Report(TypedDict):
+    """One binary's run: its header parameters, devices, rows, average busbw, errors."""
+
+    collective: str
+    params: dict[str, object]
+    devices: list[Device]
+    rows: list[Row]
+    nccl_version: str | None
+    avg_busbw_gbps: float | None
+    errors: list[str]
+    json_version: NotRequired[object]
+
+
+class Run(TypedDict, total=False):
+    """What `run_nccl_tests` says about each binary it ran (or skipped)."""
+
+    collective: str
+    skipped: str
+    invocation: str
+    returncode: int | None
+    error: str | None
+    source: str
+    params: dict[str, object]
+    devices: list[Device]
+    nccl_version: str | None
+    avg_busbw_gbps: float | None
+    errors: list[str]
+
+
 def _num(tok: str) -> float | None:
     try:
         return float(tok)
@@ -34,7 +94,7 @@ def _num(tok: str) -> float | None:
         return None
 
 
-def _parse_row(tokens: list[str], collective: str) -> dict[str, Any] | None:
+def _parse_row(tokens: list[str], collective: str) -> Row | None:
     if len(tokens) < 12 or not tokens[0].isdigit() or not tokens[1].isdigit():
         return None
     has_root = len(tokens) >= 13 and re.fullmatch(r"-?\d+", tokens[4]) is not None
@@ -49,29 +109,27 @@ def _parse_row(tokens: list[str], collective: str) -> dict[str, Any] | None:
             return None
         return v == 0 if is_count else v < 1e-3
 
-    return {
-        "collective": collective, "bytes": int(tokens[0]), "count": int(tokens[1]),
-        "type": tokens[2], "redop": tokens[3], "root": int(tokens[4]) if has_root else None,
-        "time_us": nums[0], "algbw_gbps": nums[1], "busbw_gbps": nums[2],
-        "correct": ok(nums[3]),
-        "in_place": {"time_us": nums[4], "algbw_gbps": nums[5], "busbw_gbps": nums[6],
-                     "correct": ok(nums[7])},
-    }
+    return Row(
+        collective=collective, bytes=int(tokens[0]), count=int(tokens[1]),
+        type=tokens[2], redop=tokens[3], root=int(tokens[4]) if has_root else None,
+        time_us=nums[0], algbw_gbps=nums[1], busbw_gbps=nums[2], correct=ok(nums[3]),
+        in_place=Side(time_us=nums[4], algbw_gbps=nums[5], busbw_gbps=nums[6],
+                      correct=ok(nums[7])))
 
 
-def parse_nccl_tests(text: str, collective: str = "unknown") -> dict[str, Any]:
+def parse_nccl_tests(text: str, collective: str = "unknown") -> Report:
     """Parse one nccl-tests run's stdout: header, devices, rows, average busbw, errors."""
-    out: dict[str, Any] = {"collective": collective, "params": {}, "devices": [], "rows": [],
-                           "nccl_version": None, "avg_busbw_gbps": None, "errors": []}
+    out = Report(collective=collective, params={}, devices=[], rows=[], nccl_version=None,
+                 avg_busbw_gbps=None, errors=[])
     for raw in text.splitlines():
         line = _MPI_TAG.sub(" ", raw).strip()
         if line.startswith("# nThread"):
             out["params"] = {k.strip().replace(" ", "_"): v
                              for k, v in _PARAM.findall(line.lstrip("# "))}
         elif m := _DEVICE.match(line):
-            out["devices"].append({"rank": int(m.group(1)), "pid": int(m.group(2)),
-                                   "host": m.group(3), "device": int(m.group(4)),
-                                   "bus": m.group(5), "name": m.group(6).strip()})
+            out["devices"].append(Device(rank=int(m.group(1)), pid=int(m.group(2)),
+                                         host=m.group(3), device=int(m.group(4)),
+                                         bus=m.group(5), name=m.group(6).strip()))
         elif line.startswith("NCCL version"):
             out["nccl_version"] = line.split()[2]
         elif line.startswith("# Avg bus bandwidth"):
@@ -83,22 +141,22 @@ def parse_nccl_tests(text: str, collective: str = "unknown") -> dict[str, Any]:
     return out
 
 
-def _json_side(side: Any) -> dict[str, Any] | None:
+def _json_side(side: object) -> Side | None:
     if not isinstance(side, dict):
         return None
     wrong = side.get("nwrong")
     time_us = side.get("time", side.get("cpu_time"))
-    return {"time_us": _json_num(time_us), "algbw_gbps": _json_num(side.get("alg_bw")),
-            "busbw_gbps": _json_num(side.get("bus_bw")),
-            "correct": None if wrong is None else _json_num(wrong) == 0}
+    return Side(time_us=_json_num(time_us), algbw_gbps=_json_num(side.get("alg_bw")),
+                busbw_gbps=_json_num(side.get("bus_bw")),
+                correct=None if wrong is None else _json_num(wrong) == 0)
 
 
-def _json_num(v: Any) -> float | None:
+def _json_num(v: object) -> float | None:
     """nccl-tests writes NaN as the string "nan"; anything not a number becomes None."""
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def parse_nccl_tests_json(text: str, collective: str = "unknown") -> dict[str, Any] | None:
+def parse_nccl_tests_json(text: str, collective: str = "unknown") -> Report | None:
     """Parse an nccl-tests `-J` JSON report into `parse_nccl_tests`' shape.
 
     None when the text is not a complete JSON object (e.g. the binary died while
@@ -112,30 +170,30 @@ def parse_nccl_tests_json(text: str, collective: str = "unknown") -> dict[str, A
     if not isinstance(doc, dict):
         return None
     raw_config = doc.get("config")
-    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
-    out: dict[str, Any] = {
-        "collective": collective, "json_version": doc.get("version"),
-        "params": {k: v for k, v in config.items() if k != "devices"},
-        "devices": [], "rows": [], "nccl_version": _nccl_version(doc.get("nccl_version")),
-        "avg_busbw_gbps": None, "errors": [],
-    }
-    for d in config.get("devices") or []:
+    config: dict[str, object] = raw_config if isinstance(raw_config, dict) else {}
+    out = Report(collective=collective, json_version=doc.get("version"),
+                 params={k: v for k, v in config.items() if k != "devices"}, devices=[],
+                 rows=[], nccl_version=_nccl_version(doc.get("nccl_version")),
+                 avg_busbw_gbps=None, errors=[])
+    devices = config.get("devices")
+    for d in devices if isinstance(devices, list) else []:
         if isinstance(d, dict):
-            out["devices"].append({"rank": d.get("rank"), "pid": d.get("pid"),
-                                   "host": d.get("hostname"), "device": d.get("device"),
-                                   "bus": d.get("device_hex"), "name": d.get("device_info")})
+            out["devices"].append(Device(rank=d.get("rank"), pid=d.get("pid"),
+                                         host=d.get("hostname"), device=d.get("device"),
+                                         bus=d.get("device_hex"), name=d.get("device_info")))
     for r in doc.get("results") or []:
         if not isinstance(r, dict) or not isinstance(r.get("size"), int):
             continue
         oop, inp = _json_side(r.get("out_of_place")), _json_side(r.get("in_place"))
-        main = oop or inp or {"time_us": None, "algbw_gbps": None, "busbw_gbps": None,
-                              "correct": None}
+        main = oop or inp or Side(time_us=None, algbw_gbps=None, busbw_gbps=None,
+                                  correct=None)
         root = str(r.get("root", "")).strip()
-        out["rows"].append({
-            "collective": collective, "bytes": r["size"], "count": r.get("count"),
-            "type": r.get("type"), "redop": r.get("redop"),
-            "root": int(root) if re.fullmatch(r"-?\d+", root) else None,
-            **main, "in_place": inp})
+        out["rows"].append(Row(
+            collective=collective, bytes=r["size"], count=r.get("count"),
+            type=r.get("type"), redop=r.get("redop"),
+            root=int(root) if re.fullmatch(r"-?\d+", root) else None,
+            time_us=main["time_us"], algbw_gbps=main["algbw_gbps"],
+            busbw_gbps=main["busbw_gbps"], correct=main["correct"], in_place=inp))
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict):
         out["avg_busbw_gbps"] = _json_num(avg.get("bandwidth"))
@@ -146,7 +204,7 @@ def parse_nccl_tests_json(text: str, collective: str = "unknown") -> dict[str, A
     return out
 
 
-def _nccl_version(code: Any) -> str | None:
+def _nccl_version(code: object) -> str | None:
     """NCCL_VERSION_CODE (e.g. 22703) as "2.27.3"; older two-digit codes (2708) too."""
     if not isinstance(code, int) or code <= 0:
         return None
@@ -179,13 +237,13 @@ def run_nccl_tests(p: ProbeParams, runner: CommandRunner | None = None,
         if not ngpus:
             return ToolResult.unavailable("probe", f"nccl-tests in {base}",
                                           f"nccl-tests need GPUs: {reason or 'no GPU found'}")
-    runs: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
+    runs: list[Run] = []
+    rows: list[Row] = []
     deadline = time.monotonic() + p.timeout
     for coll in p.collectives:
         binary = base / BINARIES[coll]
         if not binary.is_file():
-            runs.append({"collective": coll, "skipped": f"{binary} not found"})
+            runs.append(Run(collective=coll, skipped=f"{binary} not found"))
             continue
         argv = [str(binary), "-b", str(p.min_bytes), "-e", str(p.max_bytes),
                 "-f", str(max(2, round(p.factor))), "-g", str(ngpus),
@@ -201,10 +259,11 @@ def run_nccl_tests(p: ProbeParams, runner: CommandRunner | None = None,
                 report.read_text(errors="replace"), coll)) and doc["rows"]:
             doc["errors"] = list(dict.fromkeys(doc["errors"] + parsed["errors"]))
             parsed, source = doc, "json"
-        runs.append({"collective": coll, "invocation": render_argv(argv),
-                     "returncode": res.returncode, "error": res.error, "source": source,
-                     **{k: parsed[k] for k in ("params", "devices", "nccl_version",
-                                               "avg_busbw_gbps", "errors")}})
+        runs.append(Run(collective=coll, invocation=render_argv(argv),
+                        returncode=res.returncode, error=res.error, source=source,
+                        params=parsed["params"], devices=parsed["devices"],
+                        nccl_version=parsed["nccl_version"],
+                        avg_busbw_gbps=parsed["avg_busbw_gbps"], errors=parsed["errors"]))
         rows += parsed["rows"]
         if not res.ok:
             return ToolResult.failed("probe", render_argv(argv),

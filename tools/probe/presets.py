@@ -4,9 +4,7 @@ the default (`ToolSpec.default_preset`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-PROBE_PRESETS: dict[str, dict[str, Any]] = {
+PROBE_PRESETS: dict[str, dict[str, object]] = {
     "quick": {"collectives": ["all_reduce"], "min_bytes": 1 << 20, "max_bytes": 128 << 20,
               "factor": 2.0, "iters": 10, "warmup": 3, "timeout": 180.0},
     "allreduce": {"collectives": ["all_reduce"], "min_bytes": 1024, "max_bytes": 1 << 30,

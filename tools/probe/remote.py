@@ -4,7 +4,9 @@ rendezvous of a multi-node probe the bot sets up."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from collections.abc import Mapping
+
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from tools.params import STRICT
 from tools.probe.params import ProbeParams
@@ -70,3 +72,30 @@ class ProbeRequest(ProbeParams):
 
     def tool_params(self) -> ProbeParams:
         return ProbeParams.model_validate(self.model_dump(exclude={"force", "rendezvous"}))
+
+    def joining(self, master_addr: str, master_port: int, index: int, size: int,
+                group_id: str) -> ProbeRequest:
+        """This request for member `index` of a `size`-node probe whose rank 0 (on
+        `master_addr`) hosts the store."""
+        rv = Rendezvous(master_addr=master_addr, master_port=master_port, node_rank=index,
+                        nnodes=size, group_id=group_id)
+        return self.model_copy(update={"rendezvous": rv})
+
+    def body(self) -> dict[str, object]:
+        """The JSON body the node agent receives (unset optional fields left out)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def group_request(body: Mapping[str, object]) -> ProbeRequest:
+    """The request every member of a multi-node probe gets, from the command's options:
+    ranks per node are required for nccl (the GPUs of each node), 1 for gloo by default.
+    ValueError (the message names the option) when they do not validate."""
+    fields = dict(body)
+    if fields.get("nproc") is None:
+        if fields.get("backend", "nccl") == "nccl":
+            raise ValueError("--nproc (GPUs per node) is required for a multi-node nccl probe")
+        fields["nproc"] = 1
+    try:
+        return ProbeRequest.model_validate(fields, strict=False)
+    except ValidationError as exc:
+        raise ValueError("; ".join(str(e["msg"]) for e in exc.errors())) from None

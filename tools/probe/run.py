@@ -15,7 +15,6 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from tools.netaddr import is_loopback_ip
 from tools.probe.baselines import baseline_findings
@@ -140,7 +139,7 @@ def _run_torchrun(p: ProbeParams, sizes: list[int], nproc: int, out: Path, fault
     outcome = run_commands(p, out, [Command(torchrun_argv(p, sizes, nproc, out), env,
                                             "torchrun")], None, on_progress)
     ranks = started_ranks(out)
-    base: dict[str, Any] = {"backend": p.backend, "nproc": nproc, "nnodes": p.nnodes,
+    base: dict[str, object] = {"backend": p.backend, "nproc": nproc, "nnodes": p.nnodes,
                             "node_rank": p.node_rank, "ranks": ranks,
                             "rendezvous": {"backend": "c10d", "endpoint": p.rdzv_endpoint,
                                            "id": p.rdzv_id}}

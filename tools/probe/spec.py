@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tools.params import RunContext, ToolSpec
+from tools.params import McpTool, RunContext, ToolSpec
+from tools.probe.model import ProbeData
 from tools.probe.params import ProbeParams
 from tools.probe.presets import PROBE_PRESETS
 from tools.probe.remote import ProbeRequest
 from tools.probe.summary import probe_summary
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def run(p: ProbeParams, ctx: RunContext) -> ToolResult:
@@ -24,7 +28,7 @@ def summary(result: ToolResult) -> str:
     return probe_summary(list(result.data.get("results") or []))[0]
 
 
-def render(result: ToolResult, con: Any) -> None:
+def render(result: ToolResult, con: Console) -> None:
     """One row per collective and size: time, algbw, busbw, correctness."""
     from rich.markup import escape
     from rich.table import Table
@@ -53,5 +57,6 @@ SPEC = ToolSpec(
     # the probe's own limit, which it enforces on its ranks
     timeout=lambda p: float(p.timeout),
     summary=summary, render=render, request=ProbeRequest, presets=PROBE_PRESETS,
+    mcp=McpTool("node_probe"), result=ProbeData,
     title='a bounded NCCL bandwidth probe (busbw per size)',
 )

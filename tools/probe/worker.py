@@ -26,7 +26,10 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the worker imports nothing it does not need (it starts once per rank)
+    from tools.probe.model import StepAt, StepRow
 
 FAULT_ENV = "NCCLBOT_PROBE_FAULT"
 
@@ -49,7 +52,7 @@ def _fault_applies(fault: dict[str, str] | None, rank: int, coll: str, nbytes: i
     return fault.get("collective", coll) == coll and int(fault.get("bytes", nbytes)) == nbytes
 
 
-def _write(path: Path, obj: Any) -> None:
+def _write(path: Path, obj: object) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(obj))
     tmp.replace(path)
@@ -139,7 +142,7 @@ class Sweep:
         raise ValueError(f"unknown collective {coll}")
 
     def step(self, coll: str, nbytes: int, warmup: int, iters: int,
-             delay_s: float = 0.0) -> dict[str, Any]:
+             delay_s: float = 0.0) -> StepRow:
         """Warm up, time `iters` runs, verify. `delay_s` (test-only fault) stalls this rank
         before each timed run, as a slow GPU or link would: its peers wait in the collective."""
         actual, run, verify = self.op(coll, nbytes)
@@ -156,8 +159,9 @@ class Sweep:
         elapsed = time.perf_counter() - start
         if iters == 0:
             run()
-        return {"collective": coll, "bytes": actual,
-                "time_us": elapsed / max(iters, 1) * 1e6, "correct": verify()}
+        row: StepRow = {"collective": coll, "bytes": actual,
+                        "time_us": elapsed / max(iters, 1) * 1e6, "correct": verify()}
+        return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     args.out.mkdir(parents=True, exist_ok=True)
     result_path, progress = args.out / f"rank{rank}.json", args.out / f"rank{rank}.progress"
-    where: dict[str, Any] = {"collective": "init", "bytes": 0}
+    where: StepAt = {"collective": "init", "bytes": 0}
     _write(progress, {**where, "t": time.time()})
     fault = parse_fault(os.environ.get(FAULT_ENV))
     try:

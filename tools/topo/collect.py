@@ -7,14 +7,20 @@ host facts it could read; when `nvidia-smi` exists its `topo -m` is parsed inste
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.host import parse_iommu_cmdline, parse_lspci_acs
-from tools.nvml import NvmlClient, NvmlUnavailableError, nvml_snapshot
+from typing_extensions import TypedDict
+
+from tools.host import Acs, Iommu, parse_iommu_cmdline, parse_lspci_acs
+from tools.nvml import GpuInfo, NvmlClient, NvmlUnavailableError, nvml_snapshot
 from tools.result import Finding, ToolResult
 from tools.runner import CommandRunner, SubprocessRunner
 from tools.sysfs import (
+    IbDevice,
+    Interface,
+    NvidiaPci,
     gpu_pci_info,
     pci_relation,
     read_ib_devices,
@@ -49,13 +55,32 @@ def from_topo_text(text: str, invocation: str = "parse nvidia-smi topo -m text")
                       findings=matrix_findings(topo))
 
 
-def host_facts(root: Path, runner: CommandRunner) -> dict[str, Any]:
+class HostFacts(TypedDict):
+    """What the topology diagnostic reads without NVML."""
+
+    interfaces: list[Interface]
+    ib_devices: list[IbDevice]
+    nvidia_pci: list[NvidiaPci]
+    acs: Acs
+    iommu: Iommu
+
+
+class NicAffinity(TypedDict):
+    """A NIC's PCIe letter to every GPU, and the GPUs near it."""
+
+    numa_node: int | None
+    links: dict[str, str]
+    shares_pcie_switch: list[str]
+    same_numa: list[str]
+
+
+def host_facts(root: Path, runner: CommandRunner) -> HostFacts:
     """What can be read without NVML: NICs, IB ports, NVIDIA PCI functions, ACS, IOMMU."""
     lspci = runner(["lspci", "-vvv"], timeout=20)
-    acs = parse_lspci_acs(lspci.stdout) if lspci.ok else {
-        "acs_enabled_bridges": [], "readable": False, "note": lspci.error or lspci.stderr[:200]}
+    acs = parse_lspci_acs(lspci.stdout) if lspci.ok else Acs(
+        acs_enabled_bridges=[], readable=False, note=lspci.error or lspci.stderr[:200])
     cmdline = read_text(root / "proc/cmdline") or ""
-    return {
+    return HostFacts({
         "interfaces": read_interfaces(root),
         "ib_devices": read_ib_devices(root),
         "nvidia_pci": read_nvidia_pci(root),
@@ -63,27 +88,27 @@ def host_facts(root: Path, runner: CommandRunner) -> dict[str, Any]:
         "iommu": {**parse_iommu_cmdline(cmdline),
                   "sysfs_iommu_groups": sorted(p.name for p in (root / "sys/class/iommu").iterdir())
                   if (root / "sys/class/iommu").is_dir() else []},
-    }
+    })
 
 
-def nic_gpu_affinity(nics: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> dict[str, Any]:
+def nic_gpu_affinity(nics: Sequence[IbDevice], gpus: Sequence[GpuInfo]
+                     ) -> dict[str, NicAffinity]:
     """For each NIC: its PCIe letter to every GPU, and GPUs sharing its switch or NUMA node."""
-    out: dict[str, Any] = {}
+    out: dict[str, NicAffinity] = {}
     for nic in nics:
-        rel = {f"GPU{g['index']}": pci_relation(nic["pci_chain"], g.get("pci_chain", []),
-                                                nic["numa_node"], g.get("numa_node"))
+        rel = {f"GPU{g['index']}": pci_relation(nic.get("pci_chain", []),
+                                                g.get("pci_chain", []),
+                                                nic["numa_node"], g["numa_node"])
                for g in gpus}
-        out[nic["name"]] = {
-            "numa_node": nic["numa_node"],
-            "links": rel,
-            "shares_pcie_switch": [g for g, v in rel.items() if v in SAME_SWITCH],
-            "same_numa": [f"GPU{g['index']}" for g in gpus
-                          if g.get("numa_node") is not None and g["numa_node"] == nic["numa_node"]],
-        }
+        out[nic["name"]] = NicAffinity(
+            numa_node=nic["numa_node"], links=rel,
+            shares_pcie_switch=[g for g, v in rel.items() if v in SAME_SWITCH],
+            same_numa=[f"GPU{g['index']}" for g in gpus
+                       if g["numa_node"] is not None and g["numa_node"] == nic["numa_node"]])
     return out
 
 
-def _host_findings(host: dict[str, Any]) -> list[Finding]:
+def _host_findings(host: HostFacts) -> list[Finding]:
     return acs_findings(host["acs"]) + iommu_findings(host["iommu"])
 
 
@@ -113,8 +138,8 @@ def collect_topology(
             g["numa_node"] = info.get("numa_node")
             if g["numa_node"] is not None:
                 topo.numa_affinity[f"GPU{g['index']}"] = str(g["numa_node"])
-    rdma = [n for n in host["ib_devices"] if n["pci_chain"]]
-    gpu_numa = {g["numa_node"] for g in gpus if g.get("numa_node") is not None}
+    rdma = [n for n in host["ib_devices"] if n.get("pci_chain")]
+    gpu_numa = {numa for g in gpus if (numa := g["numa_node"]) is not None}
     findings = (nvlink_findings(gpus) + p2p_findings(snap["p2p"]) + matrix_findings(topo)
                 + nic_numa_findings(rdma, gpu_numa) + health_findings(gpus)
                 + _host_findings(host))
@@ -125,7 +150,7 @@ def collect_topology(
                       invocation=invocation)
 
 
-def _without_nvml(reason: str, host: dict[str, Any], runner: CommandRunner,
+def _without_nvml(reason: str, host: HostFacts, runner: CommandRunner,
                   invocation: str) -> ToolResult:
     smi = runner(["nvidia-smi", "topo", "-m"], timeout=30)
     if smi.ok:

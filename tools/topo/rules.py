@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from tools.cards import card_for
+from tools.host import Acs, Iommu
+from tools.nvml import GpuInfo
 from tools.result import Finding, Severity
+from tools.sysfs import IbDevice
 from tools.topo.matrix import Topology
 
 
@@ -13,7 +16,7 @@ def _f(severity: Severity, rule: str, message: str) -> Finding:
     return Finding(severity=severity, rule=rule, message=message, card=card_for(rule))
 
 
-def nvlink_findings(gpus: list[dict[str, Any]]) -> list[Finding]:
+def nvlink_findings(gpus: Sequence[GpuInfo]) -> list[Finding]:
     """Inactive links on an NVLink system, and links with error counts."""
     out: list[Finding] = []
     has_nvlink = any(lk["active"] for g in gpus for lk in g.get("nvlinks", []))
@@ -25,7 +28,7 @@ def nvlink_findings(gpus: list[dict[str, Any]]) -> list[Finding]:
                           f"GPU{g['index']} has {len(down)} of {len(links)} NVLinks inactive "
                           f"(links {down}); check `nvidia-smi nvlink -s` and Xid 74 in dmesg"))
         noisy = {lk["link"]: {k: v for k, v in lk["errors"].items() if v}
-                 for lk in links if any(lk.get("errors", {}).values())}
+                 for lk in links if any(lk["errors"].values())}
         if noisy:
             out.append(_f("warn", "nvlink_errors",
                           f"GPU{g['index']} NVLink error counters are non-zero: {noisy}"))
@@ -65,7 +68,7 @@ def matrix_findings(topo: Topology, ib_active: set[str] | None = None) -> list[F
     return out
 
 
-def nic_numa_findings(nics: list[dict[str, Any]], gpu_numa: set[int]) -> list[Finding]:
+def nic_numa_findings(nics: Sequence[IbDevice], gpu_numa: set[int]) -> list[Finding]:
     """Active RDMA NICs (from sysfs) whose NUMA node hosts no GPU."""
     out = []
     for nic in nics:
@@ -78,7 +81,7 @@ def nic_numa_findings(nics: list[dict[str, Any]], gpu_numa: set[int]) -> list[Fi
     return out
 
 
-def acs_findings(acs: dict[str, Any]) -> list[Finding]:
+def acs_findings(acs: Acs) -> list[Finding]:
     bridges = acs.get("acs_enabled_bridges") or []
     if not bridges:
         return []
@@ -89,7 +92,7 @@ def acs_findings(acs: dict[str, Any]) -> list[Finding]:
                "or slow NCCL. Disable ACS on bare metal (BIOS or setpci)")]
 
 
-def iommu_findings(iommu: dict[str, Any]) -> list[Finding]:
+def iommu_findings(iommu: Iommu) -> list[Finding]:
     if not iommu.get("translating"):
         return []
     return [_f("warn", "iommu_enabled",
@@ -97,23 +100,23 @@ def iommu_findings(iommu: dict[str, Any]) -> list[Finding]:
                "may hang or be slow. Add iommu=pt to the kernel command line, or disable it")]
 
 
-def health_findings(gpus: list[dict[str, Any]]) -> list[Finding]:
+def health_findings(gpus: Sequence[GpuInfo]) -> list[Finding]:
     """ECC errors, pending or failed row remapping, retired pages."""
     out: list[Finding] = []
     for g in gpus:
         name = f"GPU{g['index']} ({g.get('pci_bus_id')})"
-        ecc = g.get("ecc_errors") or {}
-        if ecc.get("volatile_uncorrected") or ecc.get("aggregate_uncorrected"):
+        ecc = g["ecc_errors"]
+        if ecc["volatile_uncorrected"] or ecc["aggregate_uncorrected"]:
             out.append(_f("error", "gpu_ecc_errors",
                           f"{name} has uncorrectable ECC errors (volatile "
-                          f"{ecc.get('volatile_uncorrected')}, aggregate "
-                          f"{ecc.get('aggregate_uncorrected')}); drain the node and check "
+                          f"{ecc['volatile_uncorrected']}, aggregate "
+                          f"{ecc['aggregate_uncorrected']}); drain the node and check "
                           "Xid 48/94/95"))
-        remap = g.get("remapped_rows") or {}
-        if remap.get("failure"):
+        remap = g["remapped_rows"]
+        if remap is not None and remap["failure"]:
             out.append(_f("error", "gpu_row_remap_failure",
                           f"{name} row remapping failed; the GPU needs replacement or RMA"))
-        elif remap.get("pending"):
+        elif remap is not None and remap["pending"]:
             out.append(_f("warn", "gpu_row_remap_pending",
                           f"{name} has a row remap pending; reset the GPU (or reboot) to apply it"))
         retired = g.get("retired_pages") or {}

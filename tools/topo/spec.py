@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
-from tools.params import STRICT, LlmTool, Params, RunContext, ToolSpec
+from tools.params import STRICT, LlmTool, McpTool, Params, RunContext, ToolSpec
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class TopoParams(Params):
@@ -46,7 +49,7 @@ def run(p: TopoParams, ctx: RunContext) -> ToolResult:
     return collect_topology(topo_text=text)
 
 
-def render(result: ToolResult, con: Any) -> None:
+def render(result: ToolResult, con: Console) -> None:
     """The topology matrix (GPUs x GPUs/NICs, CPU and NUMA affinity) and NIC placement."""
     from rich.markup import escape
     from rich.table import Table
@@ -80,5 +83,6 @@ SPEC = ToolSpec(
                    "lspci for PCIe ACS"),
     timeout=lambda p: 60.0, render=render, request=TopoRequest,
     llm=LlmTool("node_topology"),
+    mcp=McpTool("node_topology", fields=("topo_text",)),
     title='GPU/NIC topology, NVLink, P2P, ACS, IOMMU and GPU health',
 )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
 
 from tools.cards import card_for
 from tools.files import open_regular
@@ -21,7 +22,21 @@ _SEVERITY_ORDER: dict[Severity, int] = {"info": 0, "warn": 1, "error": 2}
 MAX_FILE_BYTES = 512 * 2**20
 
 
-def parse_xid_line(line: str) -> dict[str, Any] | None:
+class XidEvent(TypedDict):
+    """One `NVRM: Xid` line; `name` and `severity` from the catalogue once explained."""
+
+    pci: str
+    code: int
+    pid: int | None
+    process: str | None
+    message: str
+    timestamp: str | None
+    line: str
+    name: NotRequired[str]
+    severity: NotRequired[Severity]
+
+
+def parse_xid_line(line: str) -> XidEvent | None:
     """One `NVRM: Xid` line -> {pci, code, pid, process, message, timestamp}; else None."""
     m = _XID.match(line.rstrip())
     if not m:
@@ -36,16 +51,15 @@ def parse_xid_line(line: str) -> dict[str, Any] | None:
         rest = pm.group("msg")
     prefix = prefix.strip()
     ts = re.search(r"\[\s*(\d+\.\d+)\]", prefix)
-    return {"pci": pci, "code": int(code), "pid": pid, "process": name,
-            "message": rest.strip(), "timestamp": ts.group(1) if ts else prefix or None,
-            "line": line.rstrip()[:500]}
+    return XidEvent(pci=pci, code=int(code), pid=pid, process=name, message=rest.strip(),
+                    timestamp=ts.group(1) if ts else prefix or None, line=line.rstrip()[:500])
 
 
-def parse_xid_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
+def parse_xid_lines(lines: Iterable[str]) -> list[XidEvent]:
     return [x for line in lines if "Xid" in line and (x := parse_xid_line(line))]
 
 
-def xid_findings(events: list[dict[str, Any]]) -> list[Finding]:
+def xid_findings(events: Sequence[XidEvent]) -> list[Finding]:
     """One finding per (code, GPU), worst first, explaining the code."""
     groups = Counter((e["code"], e["pci"]) for e in events)
     out = []
@@ -62,7 +76,7 @@ def xid_findings(events: list[dict[str, Any]]) -> list[Finding]:
     return sorted(out, key=lambda f: -_SEVERITY_ORDER[f.severity])
 
 
-def _result(events: list[dict[str, Any]], invocation: str, source: str) -> ToolResult:
+def _result(events: list[XidEvent], invocation: str, source: str) -> ToolResult:
     for e in events:
         info = explain(e["code"])
         e["name"], e["severity"] = info.name, info.severity

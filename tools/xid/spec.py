@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
-from tools.params import STRICT, Params, RunContext, ToolSpec
+from tools.params import STRICT, McpTool, Params, RunContext, ToolSpec
 from tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: The only files a remote caller may ask the Xid scan to read.
 ALLOWED_LOG_FILES = ("/var/log/kern.log", "/var/log/syslog", "/var/log/messages",
@@ -39,7 +42,7 @@ def run(p: XidParams, ctx: RunContext) -> ToolResult:
     return scan_xid(file=p.file)
 
 
-def render(result: ToolResult, con: Any) -> None:
+def render(result: ToolResult, con: Console) -> None:
     from rich.markup import escape
 
     d = result.data
@@ -53,5 +56,6 @@ SPEC = ToolSpec(
     XidParams, run,
     prerequisites=("permission to read dmesg, or a log file",),
     timeout=lambda p: 60.0, render=render, request=XidRequest,
+    mcp=McpTool("node_xid", fields=("file",), paths=("file",)),
     title='NVIDIA Xid errors in the kernel log, explained',
 )

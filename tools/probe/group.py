@@ -10,31 +10,33 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from tools.probe.busbw import sweep_sizes
 from tools.probe.launch import ProgressFn, rank_commands, report, run_commands, worker_env
+from tools.probe.model import Hardware
 from tools.probe.params import ProbeParams
+from tools.probe.remote import Rendezvous
 from tools.result import ToolResult
 
 
-def hardware(backend: str, root: Path = Path("/")) -> dict[str, Any]:
+def hardware(backend: str, root: Path = Path("/")) -> Hardware:
     """GPU model and count (NVML) and active InfiniBand port rates (sysfs); for nccl only."""
     if backend != "nccl":
-        return {}
+        return Hardware()
     from tools.probe.run import gpu_info
     from tools.sysfs import read_ib_devices
 
     count, name, _ = gpu_info(backend)
-    ports = [p["rate"] for d in read_ib_devices(root) for p in d["ports"]
+    ports = [p["rate"] or "" for d in read_ib_devices(root) for p in d["ports"]
              if p.get("state") == "ACTIVE" and (p.get("link_layer") or "").lower() == "infiniband"]
-    return {"gpu_name": name, "gpus": count, "ib_port_rates": ports}
+    return Hardware(gpu_name=name, gpus=count, ib_port_rates=ports)
 
 
-def run_group_member(p: ProbeParams, master_addr: str, master_port: int, node_rank: int,
-                     nnodes: int, *, fault: str | None = None,
+def run_group_member(p: ProbeParams, rv: Rendezvous, *, fault: str | None = None,
                      on_progress: ProgressFn | None = None) -> ToolResult:
-    """Run this node's ranks of one multi-node sweep; never raises."""
+    """Run this node's ranks of one multi-node sweep (`rv`: where they join); never raises."""
+    master_addr, master_port, node_rank, nnodes = (rv.master_addr, rv.master_port,
+                                                   rv.node_rank, rv.nnodes)
     nproc = p.nproc or 1
     world = nproc * nnodes
     ranks = [node_rank * nproc + r for r in range(nproc)]
