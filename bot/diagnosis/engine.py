@@ -172,6 +172,22 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     #: the closest past incidents, best first (empty without a corpus)
     neighbours: list[Neighbour] = field(default_factory=list)
+    #: the log's only evidence is the hang rule's inference from silence: not evidence of a
+    #: failure unless a person says the job hangs (`reports_hang`, see `bot.ask`)
+    silence_only: bool = False
+
+
+#: How people say a job hangs (en, zh). Beside a log whose only evidence is NCCL's set-up and
+#: then silence, such a report makes the silence evidence of a hang (issue 25).
+_HANG_WORDS = re.compile(
+    r"\b(?:hang(?:s|ing)?|hung|stuck|stall(?:s|ed|ing)?|freez(?:e|es|ing)|froze(?:n)?|"
+    r"deadlock(?:s|ed)?|no progress|makes? no progress|never (?:finish|return|complete)s?)\b|"
+    r"卡住|卡死|卡在|挂起|无响应|没有响应|不动了|死锁|hang住", re.IGNORECASE)
+
+
+def reports_hang(text: str) -> bool:
+    """Whether a person's words say the job hangs (is stuck, stalls, freezes)."""
+    return bool(_HANG_WORDS.search(text))
 
 
 def noisy_or(values: Sequence[float]) -> float:
@@ -364,10 +380,19 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     causes.sort(key=lambda c: -c.score)
     causes = causes[:5]
 
+    # The hang rule's inference from silence is no evidence of a failure by itself: healthy
+    # excerpts end after NCCL's set-up just the same (29 healthy logs: 8 were `unknown`). A
+    # sign in the log that the job stopped was tried: nccl-tests' results header without a
+    # row (NVIDIA/nccl-tests v2.19.6 src/util.cu) kept one real hang but also flagged one
+    # healthy excerpt; a person's words that it hangs do decide it (`bot.ask`).
+    observed = any(not s.from_silence for s in log_sigs)
+    silence_only = any(s.from_silence for s in log_sigs) and not observed \
+        and not report.shows_failure
     verdict = decide_verdict(causes[0].certainty if causes else None,
                              logs_given=bool(report.sources) or not extra,
-                             log_failure=report.shows_failure or len(sigs) > len(extra))
-    return Diagnosis(causes, cr.suspects, cr, verdict, card_scores, neighbours=neighbours)
+                             log_failure=report.shows_failure or observed)
+    return Diagnosis(causes, cr.suspects, cr, verdict, card_scores, neighbours=neighbours,
+                     silence_only=silence_only)
 
 
 def _fill(ranked: Sequence[tuple[str, float]], neighbours: Sequence[Neighbour],

@@ -253,6 +253,8 @@ class Outcome:
     matched: bool = False
     #: with a question beside a log: what the log alone said of the leading category
     log_alone: tuple[float, frozenset[str]] | None = None
+    #: the answer's verdict (every incident is a real failure: `no_evidence` is a miss)
+    verdict: str = ""
 
     def word(self, cuts: Cuts | None = None) -> str:
         return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts)
@@ -341,8 +343,10 @@ def said_stats(said: Sequence[tuple[Outcome, str]]) -> dict[str, WordStats]:
                          sum(o.top1 for o, x in said if x == w), len(said)) for w in WORDS}
 
 
-def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis) -> Outcome:
-    """The leading cause of `diagnosis` for `case`, judged."""
+def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | None = None
+               ) -> Outcome:
+    """The leading cause of `diagnosis` for `case`, judged (`verdict`: the answer's, when
+    it is not the diagnosis's own)."""
     ranked = tuple(dict.fromkeys(rc.category for rc in diagnosis.root_causes))
     judged = judge(case, ranked)
     top = diagnosis.root_causes[0] if diagnosis.root_causes else None
@@ -351,4 +355,5 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis) -> Outcome:
     return Outcome(case.id, thread_of(case), mode, top.confidence if top else 0.0,
                    top.kinds if top else frozenset(), judged.top1, judged.top3,
                    round((top.confidence if top else 0.0) - second, 3),
-                   bool(top and top.card_matched), top.log_alone if top else None)
+                   bool(top and top.card_matched), top.log_alone if top else None,
+                   verdict or diagnosis.verdict)
