@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from bot.contract import decide_verdict
-from bot.diagnosis.engine import GROUPS, UNCALIBRATED, certainty, diagnose, group_of
+from bot.diagnosis.engine import (
+    CLOSE,
+    GROUPS,
+    UNCALIBRATED,
+    UNCONTESTED,
+    certainty,
+    diagnose,
+    group_of,
+    uncontested,
+)
 from bot.diagnosis.evaluate import Outcome, fit_cuts, grouped_cut_cv, said_stats, word_stats
 from bot.diagnosis.facts import FactError, deciding_question, fact_evidence, parse_facts
 from bot.knowledge.incidents import load_incidents
@@ -59,8 +68,25 @@ def test_the_evidence_groups() -> None:
     assert group_of({"signature"}) == "log"
     assert group_of({"nearest"}) == "log"
     assert group_of({"question", "fact"}) == "question"
-    assert set(GROUPS) == {"detected", "agreed", "log", "specific", "question"}
+    assert group_of({"rule"}, alone=True) == "uncontested"
+    assert group_of({"signature", "nearest"}, alone=True) == "agreed"
+    assert set(GROUPS) == {"detected", "agreed", "uncontested", "log", "specific", "question"}
     assert certainty(0.99, {"rule"}, {g: (1.01, 1.01) for g in GROUPS}) == "weak"
+
+
+def test_an_uncontested_cause_and_a_close_call() -> None:
+    cuts = {g: (0.7, 0.3) for g in GROUPS} | {"uncontested": (0.5, 0.3)}
+    assert uncontested(0.6, UNCONTESTED * 0.6) and not uncontested(0.6, 0.1)
+    assert not uncontested(0.6, None)
+    # the same confidence: likely with no rival, possible with one well behind, weak when close
+    assert certainty(0.6, {"rule"}, cuts, margin=0.6) == "likely"
+    assert certainty(0.6, {"rule"}, cuts, margin=0.3) == "possible"
+    assert certainty(0.6, {"rule"}, cuts, margin=CLOSE / 2) == "weak"
+    assert certainty(0.6, {"rule"}, cuts) == "possible"  # margin not known: no gate
+    # a close call is never possible in the fit either
+    rows = [Outcome(f"c{i}", f"https://x/t{i}", "analyze", 0.4 + i / 100, frozenset({"rule"}),
+                    i % 2 == 0, True, margin=0.01) for i in range(20)]
+    assert word_stats(rows, fit_cuts(rows))["possible"].n == 0
 
 
 def test_a_bad_fact_is_one_line_naming_the_known_ones() -> None:
