@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from pathlib import Path
 
 from bot.answer import why_in
 from bot.contract import Answer
@@ -118,3 +119,17 @@ def test_a_reason_from_elsewhere_stays_as_it_is() -> None:
     # a rule that quotes a cross-rank reason: both halves in Chinese
     assert why_in("rank 5 failed first: oom (OutOfMemoryError)", "zh") == \
         "rank 5 最先出错：oom（OutOfMemoryError）"
+
+
+def test_the_cli_answer_in_chinese_names_causes_in_chinese(tmp_path: Path) -> None:
+    """`ncclbot analyze --lang zh` (a real process) on the bundled sample: the suspect's
+    reason and the other candidates are Chinese (no category ids)."""
+    from tests.answers.test_answers import cli
+
+    out = cli("analyze", "--lang", "zh", str(SAMPLE), data=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    others = next(x for x in lines if x.startswith("其他候选"))
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", others), others
+    suspect = next(x for x in lines if x.startswith("可疑："))
+    assert CJK.search(suspect.split("—", 1)[1]) and not english(suspect), suspect
