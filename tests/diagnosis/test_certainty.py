@@ -153,3 +153,31 @@ def test_the_simulated_reporter_answers_what_the_question_implies() -> None:
     assert truthful_answer(container, {"rank_crashed"}) is None  # the data does not say
     upgrade = question("upgrade")
     assert upgrade is not None and truthful_answer(upgrade, {"version_incompatibility"}) == "yes"
+
+
+def test_the_words_hold_on_threads_the_cuts_never_saw() -> None:
+    """`analyze` on every dev incident, grouped 5-fold CV by thread (the nearest-incident
+    index and the cuts both chosen on the other folds): `likely` is right >= 90% of the
+    time on at least a quarter of the answers, `possible` >= 60% (95% on 31% and 76% on
+    28% on 2026-11-29, `benchmarks/calibration.py`)."""
+    from bot.diagnosis.evaluate import analyze_incidents, fold_of, neighbours_for, outcome_of
+    from bot.diagnosis.nearest import IncidentIndex
+    from bot.knowledge.incidents import load_sealed
+
+    cards = list(bundled_cards())
+    spec = load_sealed(None)
+    sealed = set(spec.ids) if spec else set()
+    dev = [i for i in load_incidents() if i.id not in sealed]
+    reports = analyze_incidents(dev, cards)
+    outcomes = []
+    for f in range(5):
+        index = IncidentIndex([i for i in dev if fold_of(i, 5) != f], cards)
+        for case in (i for i in dev if fold_of(i, 5) == f):
+            nb = neighbours_for(index, reports[case.id], case)
+            outcomes.append(outcome_of(case, "analyze", diagnose(reports[case.id], cards,
+                                                                 neighbours=nb)))
+    said, _ = grouped_cut_cv(outcomes)
+    stats = said_stats(said)
+    likely, possible = stats["likely"], stats["possible"]
+    assert likely.precision is not None and likely.precision >= 0.9 and likely.coverage >= 0.25
+    assert possible.precision is not None and possible.precision >= 0.6
