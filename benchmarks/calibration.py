@@ -76,7 +76,7 @@ def collect(test: Sequence[Incident], train: Sequence[Incident], reports: dict, 
         for mode, rep, log_dx in (("ask --log", report, base), ("ask", None, None)):
             hits = retriever.search(case.question, 8, log_dx)  # type: ignore[attr-defined]
             c = compose_diagnosis(case.question, cards, hits, rep, log_dx, distinctive, asked)
-            out.append(outcome_of(case, mode, c.diagnosis))
+            out.append(outcome_of(case, mode, c.diagnosis, c.verdict))
     return out
 
 
@@ -269,7 +269,9 @@ def main() -> None:
                  "shipped cuts": word_stats(rows, CERTAINTY_CUTS),
                  "cuts fit in train folds": said_stats(said)}
         top1 = sum(o.top1 for o in rows) / len(rows) if rows else 0.0
-        lines.append(f"[{mode}] n={len(rows)} top-1 {top1:.0%}")
+        none = sum(o.verdict == "no_evidence" for o in rows)
+        lines.append(f"[{mode}] n={len(rows)} top-1 {top1:.0%}  no_evidence {none} "
+                     f"(every incident is a real failure)")
         for label, stats in table.items():
             lines.append(f"  {label:24s} {fmt(stats)}")
             summary[f"{mode} / {label}"] = {

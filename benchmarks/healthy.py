@@ -26,13 +26,14 @@ Measured 2026-11-29 (analyze | ask "is anything wrong here?"; no_evidence/unknow
 false likely):
   before (8ec2b9f)  dev 20: 11/3/6, 1 | 11/4/5, 1     held out 9: 4/3/2, 1 | 4/1/4, 1
   after             dev 20: 15/5/0, 0 | 15/0/5, 0     held out 9: 6/3/0, 0 | 6/0/3, 0
-The held-out figures were taken once, after the fixes made on the development logs (one
+  silence rule      dev 20: 20/0/0, 0 | 20/0/0, 0     held out 9: 8/1/0, 0 | 8/1/0, 0
+The held-out figures were taken once after the fixes made on the development logs (one
 general fix followed, a shell's `set -x` trace and a config printed one key a line count as
-settings; it left the held-out totals as they were). What is left is the engine's verdict
-rule: it counts the hang rule's inference from silence (`Signal.from_silence`) as failure
-evidence; with that one line changed (tried outside the repo): analyze dev 20/0/0, held out
-8/1/0; ask dev 20/0/0, held out 8/0/1 (the one: a vLLM warning the job survived; weak in
-analyze, "possible" from the question with ask).
+settings; it left the held-out totals as they were). The silence rule (issue 25): the hang
+rule's inference from silence (`Signal.from_silence`) is no failure evidence unless the
+question says the job hangs (`engine.reports_hang`). The one held-out log left has a line
+that reads like a failure (tests/logs/test_healthy.py: no rule fired, all weak). A log-only hang marker (nccl-tests' results header and no
+row) was tried and dropped: it flagged one held-out healthy excerpt (held out 7/2/0).
 
     python benchmarks/healthy.py                 # analyze; dev per log + held-out totals
     python benchmarks/healthy.py --ask           # also `ask "is anything wrong here?"`

@@ -22,7 +22,7 @@ from bot.diagnosis.engine import Diagnosis, RootCause
 from bot.diagnosis.facts import deciding_question
 from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import category
-from bot.logs.crossrank import describe
+from bot.logs.crossrank import describe, reason_in
 from bot.logs.model import LogReport
 from bot.render.text import cut_words
 
@@ -140,19 +140,60 @@ def card_brief(card: Card, lang: str = "both") -> Citation:
                     sources=card.source_urls, verified=card.verified)
 
 
+#: The reasons the engine and the common rules give for a cause, in Chinese (a reason from
+#: elsewhere stays as it is: `why_in`).
+_ZH_WHY: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), zh) for p, zh in (
+    (r"^matched signature '(.+)' of card (\S+)$", "匹配了卡片 {2} 的特征“{1}”"),
+    (r"^seen before by this team: (\S+) \(similarity ([\d.]+)\)$",
+     "本团队以前遇到过：{1}（相似度 {2}）"),
+    (r"^resembles (\d+) past incident\(s\), closest (\S+) \(similarity ([\d.]+)\)$",
+     "与 {1} 个过去的事件相似，最接近的是 {2}（相似度 {3}）"),
+    (r"^reads like card (\S+) \(similarity ([\d.]+)\)$", "读起来像卡片 {1}（相似度 {2}）"),
+    (r"^CUDA out of memory on a rank$", "某个 rank 显存溢出（CUDA out of memory）"),
+    (r"^silent rank\(s\) (\[[\d, ]*\]) may have died$", "没有报告超时的 rank {1} 可能已退出"),
+    (r"^rank\(s\) (\[[\d, ]*\]) lag behind the others$", "rank {1} 落后于其他 rank"),
+    (r"^collective timed out waiting for other ranks$", "集合通信在等待其他 rank 时超时"),
+    (r"^a lagging rank may be in a different code path$", "落后的 rank 可能走了另一条代码路径"),
+    (r"^ranks may have issued different collectives$", "各 rank 可能发起了不同的集合通信"),
+    (r"^a long step on some ranks may exceed the timeout$",
+     "某些 rank 上耗时很长的步骤可能超过了超时时间"),
+    (r"^a peer closed its connection \(it may have died\)$", "对端关闭了连接（它可能已退出）"),
+    (r"^rank (\d+) (.+)$", "rank {1} {2}"),
+))
+
+
+def why_in(reason: str, lang: str) -> str:
+    """A reason behind a cause in `lang` (zh: the engine's and the common rules' own, and
+    the cross-rank reasons they quote, in Chinese; any other as it is)."""
+    if lang != "zh":
+        return reason
+    out = []
+    for part in reason.split("; "):
+        for rx, zh in _ZH_WHY:
+            m = rx.match(part)
+            if m is not None:
+                groups = [reason_in(g, "zh") if g else "" for g in m.groups()]
+                part = zh.format("", *groups)
+                break
+        out.append(part)
+    return "；".join(out)
+
+
 def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> RootCauseOut:
     cat = category(rc.category)
+    # a Chinese answer's reasons in Chinese (with both languages, the English ones)
+    why = [why_in(w, "zh" if list(langs) == ["zh"] else "en") for w in rc.why]
     if card is None and rc.local is not None:  # something new this team resolved: its title
         return RootCauseOut(
             category=rc.category, card=None, confidence=rc.confidence, certainty=rc.certainty,
             evidence=[e.out() for e in rc.evidence],
-            category_name={lg: getattr(cat, lg) for lg in langs}, why=list(rc.why),
+            category_name={lg: getattr(cat, lg) for lg in langs}, why=why,
             title={lg: rc.local.title for lg in langs}, remediation={}, local=rc.local.id)
     return RootCauseOut(
         category=rc.category, card=rc.card, confidence=rc.confidence,
         certainty=rc.certainty,
         evidence=[e.out() for e in rc.evidence],
-        category_name={lg: getattr(cat, lg) for lg in langs}, why=list(rc.why),
+        category_name={lg: getattr(cat, lg) for lg in langs}, why=why,
         title={lg: getattr(card.title, lg) for lg in langs} if card else {},
         remediation={lg: list(getattr(card.remediation, lg)) for lg in langs} if card else {},
         matched=rc.card_matched and card is not None, kinds=sorted(rc.kinds))
@@ -172,6 +213,7 @@ def build_answer(
     may decide it, see `decide_verdict`)."""
     by_id = {c.id: c for c in cards}
     langs = langs_of(lang)
+    one = "zh" if list(langs) == ["zh"] else "en"  # the language of one-language fields
     root_causes = [root_cause_out(rc, by_id.get(rc.card or ""), langs)
                    for rc in diagnosis.root_causes]
     top = root_causes[0] if root_causes else None
@@ -203,8 +245,9 @@ def build_answer(
         facts=dict(facts or {}),
         diagnosis=DiagnosisOut(
             verdict=verdict, root_causes=root_causes,
-            suspects=[s.out() for s in diagnosis.suspects],
-            ranks=describe(diagnosis.crossrank, report.world_size if report else None)),
+            suspects=[s.out().model_copy(update={"reason": reason_in(s.reason, one)})
+                      for s in diagnosis.suspects],
+            ranks=describe(diagnosis.crossrank, report.world_size if report else None, one)),
         remediation={lg: follow_evidence(getattr(top_card.remediation, lg), seen,
                                          root_causes[0].evidence, lg)
                      if confident and top_card else [] for lg in langs},

@@ -33,7 +33,7 @@ from bot.contract import (
     decide_verdict,
     langs_of,
 )
-from bot.diagnosis.engine import Diagnosis, cap_by_log, diagnose
+from bot.diagnosis.engine import Diagnosis, cap_by_log, diagnose, reports_hang
 from bot.diagnosis.nearest import Neighbour, VoteParams, category_votes
 from bot.diagnosis.rules import Signal
 from bot.knowledge.cards import Card
@@ -179,9 +179,12 @@ def compose_diagnosis(question: str, cards: Sequence[Card], hits: Sequence[Hit],
             if rc.card == ranked[0].card:
                 rc.kinds = rc.kinds | {"specific"}
     top = diagnosis.root_causes[0] if diagnosis.root_causes else None
+    # NCCL's set-up and then silence is evidence of a hang when the question says it hangs
+    told = log_diagnosis is not None and log_diagnosis.silence_only and reports_hang(question)
     verdict = decide_verdict(top.certainty if top else None, logs_given=report is not None,
-                             log_failure=has_log or (log_diagnosis is not None
-                                                     and log_diagnosis.verdict != "no_evidence"),
+                             log_failure=has_log or told or (
+                                 log_diagnosis is not None
+                                 and log_diagnosis.verdict != "no_evidence"),
                              grounded_question=specific)
     return Composed(diagnosis, specific, verdict, has_log)
 

@@ -49,8 +49,12 @@ def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "
     top = cards[answer.root_causes[0].card] if answer.root_causes else None
     # the agent's answer is grounded in the cards it cites (validated before this)
     # the agent's confidence, for cards it read evidence for, is held to the log's cuts
-    verdict = decide_verdict(certainty(answer.root_causes[0].confidence, {"rule"})
-                             if answer.root_causes else None,
+    # (its lead over its next cause decides whether it stands alone, as in the engine)
+    causes = answer.root_causes
+    lead = causes[0].confidence - max((rc.confidence for rc in causes[1:]), default=0.0) \
+        if causes else 0.0
+    verdict = decide_verdict(certainty(causes[0].confidence, {"rule"}, margin=lead)
+                             if causes else None,
                              logs_given=False, log_failure=False, grounded_question=True)
     suggested = [ProbeSuggestion(node=p.node, preset=p.preset, reason=p.reason)
                  for p in answer.probes]

@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from bot.diagnosis.engine import (
+    CLOSE,
     GROUPS,
     UNCALIBRATED,
+    Alone,
     Cuts,
     Diagnosis,
     Fusion,
     capped_certainty,
     diagnose,
     group_of,
+    uncontested,
 )
 from bot.diagnosis.nearest import IncidentIndex, Neighbour, VoteParams, category_votes
 from bot.knowledge.cards import Card
@@ -247,15 +250,21 @@ class Outcome:
     kinds: frozenset[str]
     top1: bool
     top3: bool
-    #: the leading cause's lead over the next category (confidence points)
-    margin: float = 0.0
+    #: the leading cause's lead over the next category (confidence points); None: not known
+    margin: float | None = None
     #: whether the leading cause's card has its own evidence
     matched: bool = False
     #: with a question beside a log: what the log alone said of the leading category
-    log_alone: tuple[float, frozenset[str]] | None = None
+    log_alone: Alone | None = None
+    #: the answer's verdict (every incident is a real failure: `no_evidence` is a miss)
+    verdict: str = ""
 
     def word(self, cuts: Cuts | None = None) -> str:
-        return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts)
+        return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts, self.margin)
+
+    @property
+    def group(self) -> str:
+        return group_of(self.kinds, uncontested(self.confidence, self.margin))
 
 
 @dataclass(frozen=True)
@@ -304,15 +313,18 @@ def _lowest_cut(points: Sequence[tuple[float, bool]], target: float, margin: flo
 def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
     """Per evidence group, the lowest cuts at which `likely` and `possible` meet their
     targets on `outcomes` (a group with too few cases keeps the uncalibrated cuts, and the
-    possible cut is never above the likely one)."""
+    possible cut is never above the likely one; `possible` is chosen on the causes at least
+    `engine.CLOSE` ahead of the next category, as only those can be said with it)."""
     cuts: Cuts = {}
     for group in GROUPS:
-        points = [(o.confidence, o.top1) for o in outcomes if group_of(o.kinds) == group]
+        rows = [o for o in outcomes if o.group == group]
+        points = [(o.confidence, o.top1) for o in rows]
         if len(points) < 2 * MIN_SUPPORT:
             cuts[group] = UNCALIBRATED[group]
             continue
         likely = _lowest_cut(points, TARGETS["likely"], margin)
-        below = [(p, ok) for p, ok in points if p < likely]
+        below = [(o.confidence, o.top1) for o in rows
+                 if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)]
         # too few cases below the likely cut to choose one: the uncalibrated possible cut
         possible = min(likely, _lowest_cut(below, TARGETS["possible"], margin)
                        if len(below) >= 2 * MIN_SUPPORT else UNCALIBRATED[group][1])
@@ -341,8 +353,10 @@ def said_stats(said: Sequence[tuple[Outcome, str]]) -> dict[str, WordStats]:
                          sum(o.top1 for o, x in said if x == w), len(said)) for w in WORDS}
 
 
-def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis) -> Outcome:
-    """The leading cause of `diagnosis` for `case`, judged."""
+def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | None = None
+               ) -> Outcome:
+    """The leading cause of `diagnosis` for `case`, judged (`verdict`: the answer's, when
+    it is not the diagnosis's own)."""
     ranked = tuple(dict.fromkeys(rc.category for rc in diagnosis.root_causes))
     judged = judge(case, ranked)
     top = diagnosis.root_causes[0] if diagnosis.root_causes else None
@@ -351,4 +365,5 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis) -> Outcome:
     return Outcome(case.id, thread_of(case), mode, top.confidence if top else 0.0,
                    top.kinds if top else frozenset(), judged.top1, judged.top3,
                    round((top.confidence if top else 0.0) - second, 3),
-                   bool(top and top.card_matched), top.log_alone if top else None)
+                   bool(top and top.card_matched), top.log_alone if top else None,
+                   verdict or diagnosis.verdict)

@@ -7,7 +7,9 @@ the same sequence number, and what torchrun recorded as the root cause.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.contract import SuspectOut
@@ -353,25 +355,100 @@ def victim_ranks(report: LogReport, timed_out: dict[int, TimeoutRecord]) -> list
                   if r not in report.ranks or report.ranks[r].first_error is None)
 
 
-def describe(cr: CrossRank, world: int | None) -> list[str]:
-    """One-line facts about the ranks, for the report."""
+def describe(cr: CrossRank, world: int | None, lang: str = "en") -> list[str]:
+    """One-line facts about the ranks, for the report (`lang`: en or zh)."""
+    zh = lang == "zh"
     lines = []
     if cr.timeout_ranks:
-        lines.append(
-            f"{len(cr.timeout_ranks)} rank(s) reported a watchdog timeout"
-            + (f" of {world}" if world else "")
-            + f": {_ranges(cr.timeout_ranks)}"
-        )
+        n = len(cr.timeout_ranks)
+        lines.append((f"{n} 个 rank 报告了 watchdog 超时" + (f"（共 {world} 个）" if world else "")
+                      if zh else f"{n} rank(s) reported a watchdog timeout"
+                      + (f" of {world}" if world else ""))
+                     + f"{'：' if zh else ': '}{_ranges(cr.timeout_ranks)}")
     if cr.silent_ranks:
-        lines.append(f"silent ranks (no timeout reported): {_ranges(cr.silent_ranks)}")
+        lines.append(("没有报告超时的 rank：" if zh else "silent ranks (no timeout reported): ")
+                     + _ranges(cr.silent_ranks))
     if cr.crashed_ranks:
-        lines.append(f"rank(s) with a crash/exception: {_ranges(cr.crashed_ranks)}")
+        lines.append(("崩溃或抛出异常的 rank：" if zh else "rank(s) with a crash/exception: ")
+                     + _ranges(cr.crashed_ranks))
     if cr.lagging:
-        lines.append(f"lagging rank(s): {_ranges(cr.lagging)}")
+        lines.append(("落后的 rank：" if zh else "lagging rank(s): ") + _ranges(cr.lagging))
     for mm in cr.mismatches[:3]:
-        parts = "; ".join(f"{k} on ranks {_ranges(v, 6)}" for k, v in mm.variants.items())
-        lines.append(f"collective mismatch at SeqNum={mm.seq}: {parts}")
+        if zh:
+            parts = "；".join(f"rank {_ranges(v, 6)} 执行 {k}" for k, v in mm.variants.items())
+            lines.append(f"SeqNum={mm.seq} 处集合通信不一致：{parts}")
+        else:
+            parts = "; ".join(f"{k} on ranks {_ranges(v, 6)}" for k, v in mm.variants.items())
+            lines.append(f"collective mismatch at SeqNum={mm.seq}: {parts}")
     return lines
+
+
+def _zh_code(code: str) -> str:
+    return code.replace("exitcode", "退出码") if code != "failed" else "失败"
+
+
+#: Each suspect reason `analyze_ranks` writes (the English above), in Chinese.
+_ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
+    (re.compile(p), f) for p, f in (
+        (r"^torchrun's first observed failure \((.+?)\), but its own error is a timeout or a "
+         r"lost peer: it was waiting for another rank$",
+         lambda m: f"torchrun 记录的第一个失败（{_zh_code(m[1])}），但它自己的错误是超时或"
+                   "失去对端：它在等待另一个 rank"),
+        (r"^torchrun's first observed failure \((.+)\)$",
+         lambda m: f"torchrun 记录的第一个失败（{_zh_code(m[1])}）"),
+        (r"^failed first: (\S+) \((.*)\)$", lambda m: f"最先出错：{m[1]}（{m[2]}）"),
+        (rf"^exited with code (\S+) {EXITED_SILENTLY}$",
+         lambda m: f"以退出码 {m[1]} 退出，且没有报告 watchdog 超时"),
+        (r"^could not connect to the store(?: at (.+?))? while the other ranks did$",
+         lambda m: "无法连接 store" + (f"（{m[1]}）" if m[1] else "") + "，而其他 rank 可以"),
+        (r"^its ranks could not connect to the store(?: at (.+?))? while the other nodes did$",
+         lambda m: "该节点的 rank 无法连接 store" + (f"（{m[1]}）" if m[1] else "")
+                   + "，而其他节点可以"),
+        (r"^every other rank gave up on it at the monitored barrier: rank 0 came late$",
+         lambda m: "其他所有 rank 都在 monitored barrier 处放弃了等待它：rank 0 来晚了"),
+        (r"^rank 0 reports that it never reached the monitored barrier \((.+) ms\)$",
+         lambda m: f"rank 0 报告它始终没有到达 monitored barrier（{m[1]} ms）"),
+        (r"^ran (.+) where (\d+) ranks ran (.+)$",
+         lambda m: f"执行了 {m[1]}，而 {m[2]} 个 rank 执行的是 {m[3]}"),
+        (r"^gloo found no address for interface (.+) here \(GLOO_SOCKET_IFNAME\)$",
+         lambda m: f"gloo 在这里找不到网卡 {m[1]} 的地址（GLOO_SOCKET_IFNAME）"),
+        (r"^did not report a watchdog timeout while (\d+) of (\d+) ranks did "
+         r"\(stuck elsewhere or dead\)$",
+         lambda m: f"{m[2]} 个 rank 中有 {m[1]} 个报告了 watchdog 超时，它却没有（卡在别处或"
+                   "已退出）"),
+        (r"^was in (.+)\(\) when it gave up, while (\d+) rank\(s\) were in (.+)\(\): "
+         r"another code path$",
+         lambda m: f"放弃时停在 {m[1]}()，而 {m[2]} 个 rank 停在 {m[3]}()：走了另一条代码路径"),
+        (r"^busy with (.+) while (\d+) rank\(s\) timed out waiting$",
+         lambda m: f"正忙于 {m[1]}，而 {m[2]} 个 rank 等它等到超时"),
+        (r"^its timed-out collective SeqNum=(\d+) lags the others \(SeqNum=(\d+)\)$",
+         lambda m: f"它超时的集合通信 SeqNum={m[1]} 落后于其他 rank（SeqNum={m[2]}）"),
+        (r"^last enqueued NCCL work (\S+) lags the others \((\S+)\)$",
+         lambda m: f"最后入队的 NCCL work {m[1]} 落后于其他 rank（{m[2]}）"),
+        (r"^ran a different collective at SeqNum=(\d+) than the others \((.+)\)$",
+         lambda m: f"在 SeqNum={m[1]} 执行的集合通信与其他 rank 不同（{m[2]}）"),
+        (r"^reported no error while (\d+) rank\(s\) lost or waited for a peer: it left the "
+         r"job or was busy elsewhere$",
+         lambda m: f"没有报告错误，而 {m[1]} 个 rank 失去了对端或在等它：它已离开作业或在忙"
+                   "别的事"),
+    ))
+
+
+def reason_in(reason: str, lang: str) -> str:
+    """A suspect's reason (parts joined by "; ") in `lang`: each part `analyze_ranks` wrote
+    in Chinese for zh; a part from elsewhere (a Flight Recorder dump's text) as it is. The
+    parts stay joined by "; ", which readers of the reason split on."""
+    if lang != "zh":
+        return reason
+    out = []
+    for part in (p.strip() for p in reason.split("; ")):
+        for rx, zh in _ZH_REASONS:
+            m = rx.match(part)
+            if m is not None:
+                part = zh(m)
+                break
+        out.append(part)
+    return "; ".join(out)
 
 
 def _first_error_ts(state: RankState) -> float:

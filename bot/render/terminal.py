@@ -10,6 +10,7 @@ from rich.text import Text
 
 from bot.answer import CERTAINTY_WORDS
 from bot.contract import Answer, Lang
+from bot.knowledge.taxonomy import category
 from bot.render.text import cut_words, shorten
 
 _LANG_TITLE = {"en": "Remediation", "zh": "处理步骤"}
@@ -102,7 +103,9 @@ def render_compact(answer: Answer, console: Console) -> None:
     rest = [rc for rc in diag.root_causes if top is not None and rc.category != top.category]
     rest = list({rc.category: rc for rc in reversed(rest)}.values())[::-1]
     if rest and answer.verdict != "no_evidence":
-        others = "; ".join(f"{rc.category} {CERTAINTY_WORDS[lg].get(rc.certainty or 'weak')} "
+        # a Chinese answer names the causes in Chinese (an English one keeps the ids)
+        others = "; ".join(f"{category(rc.category).short(lg) if lg == 'zh' else rc.category} "
+                           f"{CERTAINTY_WORDS[lg].get(rc.certainty or 'weak')} "
                            f"{rc.confidence:.0%}" for rc in rest[:3])
         console.print(Text(cut_words(f"{h['other']}: {others}", 2 * width), style="dim"))
     lead = next((c for c in answer.citations if top is not None and c.card == top.card
