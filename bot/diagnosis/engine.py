@@ -159,9 +159,13 @@ class RootCause:
     #: the lead over the best cause of another category (confidence points): a leading
     #: cause's lead, negative below it (so only a leading cause is ever `possible`)
     margin: float | None = None
+    #: the log shows no failure (only the silence after NCCL's set-up): at most "unclear"
+    unfailed: bool = False
 
     @property
     def certainty(self) -> str:
+        if self.unfailed:
+            return "weak"
         return capped_certainty(self.confidence, self.kinds, self.log_alone, margin=self.margin)
 
 
@@ -419,6 +423,9 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     observed = any(not s.from_silence for s in log_sigs)
     silence_only = any(s.from_silence for s in log_sigs) and not observed \
         and not report.shows_failure
+    if silence_only and not extra:  # no failure to rest on: every cause is only "unclear"
+        for rc in causes:
+            rc.unfailed = True
     verdict = decide_verdict(causes[0].certainty if causes else None,
                              logs_given=bool(report.sources) or not extra,
                              log_failure=report.shows_failure or observed)
