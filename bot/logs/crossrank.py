@@ -75,11 +75,14 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     out.timeout_ranks = sorted(by_rank)
     out.crashed_ranks = sorted(r for r, s in report.ranks.items() if s.first_error is not None)
     suspects: dict[object, Suspect] = {}
+    unplaced = unplaced_hosts(report)
 
     def add(rank: int | None, host: str | None, reason: str, weight: float,
             ev: list[Evidence]) -> None:
         if rank is not None and host is None and rank in report.ranks:
             host = report.ranks[rank].host
+        if rank is not None and host is None and len(unplaced) == 1:
+            host = unplaced[0]  # the one node no line placed any rank on: where it must run
         key: object = rank if rank is not None else f"host:{host}"
         s = suspects.get(key)
         if s is None:
@@ -162,6 +165,30 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             add(None, host, "its ranks could not connect to the store"
                 + (f" at {where}" if where else "") + " while the other nodes did", 0.85,
                 [fact.ev])
+
+    # 2c'. gloo's connect waits for each peer's address under the peer's rank (the key of a
+    # "wait timeout ... keys:" store error, extract.store_wait): the rank whose key never came
+    # did not join with this store (another MASTER_ADDR/PORT, or it never started); a key at
+    # or past the job's world size means the waiting rank itself expects more ranks (its
+    # WORLD_SIZE differs). Either way the waiting ranks are victims.
+    world_seen = report.world_size or (max(report.ranks) + 1 if report.ranks else 0)
+    waiters: dict[int, list[Fact]] = defaultdict(list)
+    for fact in report.facts.get("store_wait", []):
+        key_rank: int | None = fact.fields.get("key_rank")
+        if key_rank is not None and key_rank != fact.ev.rank:
+            waiters[key_rank].append(fact)
+    for key_rank, facts in sorted(waiters.items()):
+        who = {f.ev.rank if f.ev.rank is not None else f.ev.host for f in facts}
+        waiter = facts[0].ev.rank
+        if len(who) == 1 and waiter is not None and key_rank >= world_seen and not unplaced:
+            add(waiter, facts[0].ev.host, f"waited for rank {key_rank}'s address in the store, "
+                f"but the job has {world_seen} ranks: its WORLD_SIZE is larger than the others'",
+                0.9, facts[:1])
+        else:
+            add(key_rank, None, "never published its address to the store (gloo's key "
+                f"{facts[0].fields.get('key')!r}) while {len(who)} rank(s) waited for it: it "
+                "did not reach the same store (MASTER_ADDR/MASTER_PORT/WORLD_SIZE) or did not "
+                "start", 0.9, facts[:2])
 
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
@@ -341,6 +368,13 @@ def analyze_ranks(report: LogReport) -> CrossRank:
 def _stopped(report: LogReport, rank: int) -> bool:
     """torchrun stopped this rank (SIGTERM after another failed): a bystander, not silent."""
     return any(rec.rank == rank and rec.exitcode == -15 for rec in report.failures)
+
+
+def unplaced_hosts(report: LogReport) -> list[str]:
+    """Hosts (nodes) that left logs but no line placing any rank there: on a multi-node job,
+    where the ranks no line names must be."""
+    placed = {s.host for s in report.ranks.values() if s.host}
+    return sorted(h for h in report.hosts if h not in placed) if len(report.hosts) > 1 else []
 
 
 def victim_ranks(report: LogReport, timed_out: dict[int, TimeoutRecord]) -> list[int]:
