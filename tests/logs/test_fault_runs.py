@@ -144,3 +144,13 @@ def test_accelerate_launch_with_an_extra_collective_on_rank_0() -> None:
     _, d = _diagnose("accelerate2-extra_collective-rank0")
     assert d.root_causes[0].category == "collective_mismatch"
     assert d.suspects[0].rank == 0
+
+
+def test_the_rank_that_waits_for_a_rank_past_the_jobs_size_has_the_wrong_world_size() -> None:
+    # one node, 4 ranks, torchrun's --log-dir; rank 0 was started with WORLD_SIZE=5: it alone
+    # waits for gloo's key of a rank 4 that no one is ("wait timeout ... keys: .../cpu//0/4"),
+    # and torchrun records it as the first observed failure with its own store error
+    _, d = _diagnose("torchrun4-logdir-wrong_world-rank0")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 0
+    assert "WORLD_SIZE" in d.suspects[0].reason
