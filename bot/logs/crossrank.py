@@ -236,6 +236,24 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             add(fact.ev.rank, fact.ev.host, f"gloo found no address for interface "
                 f"{fact.fields.get('iface')!r} here (GLOO_SOCKET_IFNAME)", 0.9, [fact.ev])
 
+    # 2g. gloo aborted a rank whose buffer was smaller than what arrived (extract.gloo_size).
+    # gloo's ring allreduce receives from rank + 1 (pytorch/gloo gloo/allreduce.cc, `recvRank =
+    # (context->size + context->rank + 1) % context->size`): either this rank's tensor is the
+    # smaller one, or that neighbour's is the larger (another shape or dtype); the text cannot
+    # tell which, so both are named, the aborted rank first.
+    for fact in report.facts.get("gloo_size", []):
+        grank = fact.ev.rank
+        if grank is None or world_now < 2:
+            continue
+        got, want = fact.fields.get("received"), fact.fields.get("expected")
+        nb = (grank + 1) % world_now
+        add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own tensor "
+            f"holds {want} (its tensor is smaller than its peers', or rank {nb} sent a larger "
+            "one)", 0.85, [fact.ev])
+        add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where it "
+            f"expected {want}: it may have sent a larger tensor or another dtype", 0.6, [fact.ev])
+        break
+
     # 3. Ranks that did not report a timeout while most others did.
     world = report.world_size
     if world and len(by_rank) >= max(2, world // 2) and len(by_rank) < world:

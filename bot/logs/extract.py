@@ -417,6 +417,16 @@ EXTRACTORS: tuple[Extractor, ...] = (
         lambda m: {"addr": m.group(1) or m.group(3) or m.group(5),
                    "port": _int(m.group(2) or m.group(4) or m.group(6))},
     ),
+    # gloo's check that a message fits the receiving buffer (pytorch/gloo
+    # gloo/transport/tcp/pair.cc, `GLOO_ENFORCE_LE(op.preamble.length, op.nbytes, "Received
+    # data size doesn't match expected size. Is there a distributed collective mismatch in your
+    # code?")`, printed by torch 2.13 as "[enforce fail at .../pair.cc:456] op.preamble.length
+    # <= op.nbytes. 512 vs 256. Received data size ..."): received bytes vs the buffer's.
+    E(
+        "gloo_size",
+        r"op\.preamble\.length <= op\.nbytes\. (\d+) vs (\d+)",
+        _groups("received", "expected", ints=("received", "expected")),
+    ),
     # A store wait that timed out names the keys it waited for: torch/csrc/distributed/c10d/
     # TCPStore.cpp (torch 2.13), `fmt::format("wait timeout after {}ms, keys: {}",
     # timeout.count(), fmt::join(keys, ", "))`. gloo's full-mesh connect publishes each rank's

@@ -154,3 +154,13 @@ def test_the_rank_that_waits_for_a_rank_past_the_jobs_size_has_the_wrong_world_s
     assert d.root_causes[0].category == "rendezvous_failure"
     assert d.suspects[0].rank == 0
     assert "WORLD_SIZE" in d.suspects[0].reason
+
+
+def test_gloos_size_check_names_the_aborted_rank_and_the_ring_neighbour_that_sent() -> None:
+    # one node, 8 ranks, --tee 3; rank 7 all_reduces float64 where the others use float32.
+    # gloo aborts rank 6, which receives from rank 7 in its ring ("512 vs 256"): the text cannot
+    # say which of the two holds the odd tensor, so both are named, the aborted one first
+    _, d = _diagnose("torchrun8-dtype-rank7")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert [s.rank for s in d.suspects[:2]] == [6, 7]
+    assert "ring neighbour rank 6" in d.suspects[1].reason
