@@ -148,11 +148,18 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         for fact in report.facts.get(kind, []):
             if fact.ev.rank is not None:
                 unreachable.setdefault(fact.ev.rank, fact)
-    if unreachable and len(report.ranks) > len(unreachable):
+    if unreachable and len(report.ranks) >= 2 * len(unreachable):
         for r, fact in sorted(unreachable.items()):
             where = fact.fields.get("addr")
             add(r, None, "could not connect to the store" + (f" at {where}" if where else "")
                 + " while the other ranks did", 0.85, [fact.ev])
+    elif unreachable and len(report.ranks) > len(unreachable) and 0 not in unreachable:
+        # most ranks could not reach the store and rank 0 could: with env:// rank 0 hosts it
+        # (TCPStore is_master), so its address or port is what differs from theirs
+        fact = unreachable[min(unreachable)]
+        add(0, None, f"{len(unreachable)} of {len(report.ranks)} ranks could not connect to the "
+            "store it hosts (MASTER_ADDR/MASTER_PORT as they see it) while it could", 0.8,
+            [fact.ev])
     # the same from a node whose lines name local ranks only: the node is the suspect
     node_unreachable: dict[str, Fact] = {}
     for kind in ("socket_timeout", "store_connect", "store_resolve"):
