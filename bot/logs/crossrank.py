@@ -190,12 +190,12 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if len(who) == 1 and waiter is not None and key_rank >= world_seen and not unplaced:
             add(waiter, facts[0].ev.host, f"waited for rank {key_rank}'s address in the store, "
                 f"but the job has {world_seen} ranks: its WORLD_SIZE is larger than the others'",
-                0.9, facts[:1])
+                0.9, [facts[0].ev])
         else:
             add(key_rank, None, "never published its address to the store (gloo's key "
                 f"{facts[0].fields.get('key')!r}) while {len(who)} rank(s) waited for it: it "
                 "did not reach the same store (MASTER_ADDR/MASTER_PORT/WORLD_SIZE) or did not "
-                "start", 0.9, facts[:2])
+                "start", 0.9, [f.ev for f in facts[:2]])
 
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
@@ -250,10 +250,11 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # tell which, so both are named, the aborted rank first.
     for fact in report.facts.get("gloo_size", []):
         grank = fact.ev.rank
-        if grank is None or world_now < 2:
+        ring = max(world_now, len(report.hosts))  # every node that left logs ran a rank
+        if grank is None or ring < 2:
             continue
         got, want = fact.fields.get("received"), fact.fields.get("expected")
-        nb = (grank + 1) % world_now
+        nb = (grank + 1) % ring
         add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own tensor "
             f"holds {want} (its tensor is smaller than its peers', or rank {nb} sent a larger "
             "one)", 0.85, [fact.ev])
