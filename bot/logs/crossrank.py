@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.logs.extract import is_comm_exception
+from bot.logs.extract import GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
 #: How a first failure reads when a local rank exited without reporting the timeout the
@@ -178,7 +178,9 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # did not join with this store (another MASTER_ADDR/PORT, or it never started); a key at
     # or past the job's world size means the waiting rank itself expects more ranks (its
     # WORLD_SIZE differs). Either way the waiting ranks are victims.
-    world_seen = report.world_size or (max(report.ranks) + 1 if report.ranks else 0)
+    # at least the ranks seen, and a rank on every node that left logs
+    world_seen = max(report.world_size or (max(report.ranks) + 1 if report.ranks else 0),
+                     len(report.hosts))
     waiters: dict[int, list[Fact]] = defaultdict(list)
     for fact in report.facts.get("store_wait", []):
         key_rank: int | None = fact.fields.get("key_rank")
@@ -187,7 +189,10 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     for key_rank, facts in sorted(waiters.items()):
         who = {f.ev.rank if f.ev.rank is not None else f.ev.host for f in facts}
         waiter = facts[0].ev.rank
-        if len(who) == 1 and waiter is not None and key_rank >= world_seen and not unplaced:
+        if waiter is None and facts[0].ev.host:  # a node's file of local ranks: the one placed
+            on_host = [r for r, st in report.ranks.items() if st.host == facts[0].ev.host]
+            waiter = on_host[0] if len(on_host) == 1 else None
+        if len(who) == 1 and waiter is not None and key_rank >= world_seen:
             add(waiter, facts[0].ev.host, f"waited for rank {key_rank}'s address in the store, "
                 f"but the job has {world_seen} ranks: its WORLD_SIZE is larger than the others'",
                 0.9, [facts[0].ev])
@@ -373,7 +378,7 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # 6. A rank with no error of its own while the others lost it or waited for it: it left
     # (exited, even cleanly, or was killed without a word) or it was busy elsewhere. torchrun's
     # SIGTERMs come after, and the rank torchrun saw fail first is one that lost it.
-    out.peers_timed_out = bool(by_rank)
+    out.peers_timed_out = bool(by_rank) and not _first_symptom_is_a_lost_peer(report)
     named = sorted(blamed) if blamed and len(blamed) <= max(1, world_now // 4) else []
     if not named and out.victims and world_now > len(out.victims):
         known = set(out.victims) | set(out.crashed_ranks) | set(by_rank) | set(unreachable)
@@ -389,6 +394,24 @@ def analyze_ranks(report: LogReport) -> CrossRank:
 
     out.suspects = sorted(suspects.values(), key=lambda s: -s.weight)[:16]
     return out
+
+
+def _first_symptom_is_a_lost_peer(report: LogReport) -> bool:
+    """Whether the first communication error the ranks reported (by time, or by line within
+    one interleaved file) was a lost connection rather than a timeout: a process that died
+    closes its sockets at once, while one that is alive but elsewhere is waited out first."""
+    comm = [e for e in report.exceptions
+            if e.ev.rank is not None and is_comm_exception(e.type, e.message)]
+    if not comm:
+        return False
+    if all(e.ev.ts is not None for e in comm):
+        first = min(comm, key=lambda e: e.ev.ts or 0.0)
+    elif len({e.ev.file for e in comm}) == 1:
+        first = min(comm, key=lambda e: e.ev.line)
+    else:
+        return False
+    text = first.message.lower()
+    return "timed out" not in text and any(p in text for p in GLOO_PEER_LOST)
 
 
 def _stopped(report: LogReport, rank: int) -> bool:

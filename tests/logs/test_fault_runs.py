@@ -164,3 +164,15 @@ def test_gloos_size_check_names_the_aborted_rank_and_the_ring_neighbour_that_sen
     assert d.root_causes[0].category == "collective_mismatch"
     assert [s.rank for s in d.suspects[:2]] == [6, 7]
     assert "ring neighbour rank 6" in d.suspects[1].reason
+
+
+def test_a_rank_killed_without_a_word_is_a_crash_when_the_others_first_lose_its_connection(
+) -> None:
+    # four processes started by hand (srun -l prefixes, one file); rank 2 is SIGKILLed at its
+    # last step and leaves no line. Its ring neighbours report "Connection closed by peer"
+    # first; rank 0 times out later: a dead process closes its sockets at once, a busy one
+    # would have been waited out first
+    _, d = _diagnose("slurm4-sigkill-rank2")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert d.suspects[0].rank == 2
+    assert not d.crossrank.peers_timed_out
