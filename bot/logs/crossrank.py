@@ -192,6 +192,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if waiter is None and facts[0].ev.host:  # a node's file of local ranks: the one placed
             on_host = [r for r, st in report.ranks.items() if st.host == facts[0].ev.host]
             waiter = on_host[0] if len(on_host) == 1 else None
+        if len(who) == 1 and key_rank >= world_seen and waiter is None and not unplaced:
+            continue  # no such rank; the one rank that waits for it is not known by its lines
         if len(who) == 1 and waiter is not None and key_rank >= world_seen:
             add(waiter, facts[0].ev.host, f"waited for rank {key_rank}'s address in the store, "
                 f"but the job has {world_seen} ranks: its WORLD_SIZE is larger than the others'",

@@ -176,3 +176,13 @@ def test_a_rank_killed_without_a_word_is_a_crash_when_the_others_first_lose_its_
     assert d.root_causes[0].category == "rank_crashed"
     assert d.suspects[0].rank == 2
     assert not d.crossrank.peers_timed_out
+
+
+def test_under_accelerate_a_rank_expecting_more_ranks_is_a_rendezvous_failure() -> None:
+    # `accelerate launch`, 2 ranks; rank 0 has WORLD_SIZE=3. Its store error comes before any
+    # rank prefix ("wait timeout ... keys: .../cpu//0/2"): the group never formed, and no rank
+    # 2 is named (there is none); torchrun's first observed failure, rank 0, is the suspect
+    _, d = _diagnose("accelerate2-wrong_world-rank0")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 0
+    assert all(s.rank != 2 for s in d.suspects)
