@@ -186,7 +186,14 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         key_rank: int | None = fact.fields.get("key_rank")
         if key_rank is not None and key_rank != fact.ev.rank:
             waiters[key_rank].append(fact)
+    # ranks whose own failure is waiting for others: the store's host counting clients
+    # ("Timed out after 6 seconds waiting for clients. 2/3 clients joined.", TCPStore.cpp
+    # waitForWorkers) or a wait for another rank's key: their keys are missing as a consequence
+    waiting_for_others = {f.ev.rank for kind in ("clients_joined", "store_wait")
+                          for f in report.facts.get(kind, []) if f.ev.rank is not None}
     for key_rank, facts in sorted(waiters.items()):
+        if key_rank in waiting_for_others:
+            continue
         who = {f.ev.rank if f.ev.rank is not None else f.ev.host for f in facts}
         waiter = facts[0].ev.rank
         if waiter is None and facts[0].ev.host:  # a node's file of local ranks: the one placed
