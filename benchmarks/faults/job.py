@@ -122,6 +122,9 @@ def inject(step: int, x: torch.Tensor) -> bool:
         return True
     # --- the second sealed set (SEALED-2.md) ---
     if FAULT == "sigint":
+        # a process started from a non-interactive shell's background job inherits SIGINT
+        # ignored, and Python then installs no handler: restore the foreground default
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt at the next bytecode
         time.sleep(1)
     if FAULT == "sigterm_ext":
