@@ -40,6 +40,8 @@ import torch.distributed as dist  # noqa: E402
 
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT_S))
 WORLD = dist.get_world_size()
+#: a second group of every rank (SEALED-2 `subgroup_barrier`): new_group is collective
+SUB = dist.new_group(list(range(WORLD))) if FAULT == "subgroup_barrier" else None
 
 
 def dump() -> None:
@@ -118,16 +120,63 @@ def inject(step: int, x: torch.Tensor) -> bool:
     if FAULT == "gather_vs_reduce":
         dist.all_gather([torch.empty_like(x) for _ in range(WORLD)], x)
         return True
+    # --- the second sealed set (SEALED-2.md) ---
+    if FAULT == "sigint":
+        # a process started from a non-interactive shell's background job inherits SIGINT
+        # ignored, and Python then installs no handler: restore the foreground default
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt at the next bytecode
+        time.sleep(1)
+    if FAULT == "sigterm_ext":
+        os.kill(os.getpid(), signal.SIGTERM)  # default action: the process dies of it
+        time.sleep(1)
+    if FAULT == "loader_killed":
+        from torch.utils.data import DataLoader, Dataset
+
+        class Killed(Dataset[int]):
+            def __len__(self) -> int:
+                return 4
+
+            def __getitem__(self, i: int) -> int:
+                os.kill(os.getpid(), signal.SIGKILL)  # the worker, as the OOM killer does
+                return i
+
+        for _ in DataLoader(Killed(), num_workers=1):
+            pass
+    if FAULT == "disk_full":
+        print(f"Saving checkpoint to /ckpt/step_{step}.pt", flush=True)
+        with open("/dev/full", "wb") as fh:  # a full disk: ENOSPC on write
+            fh.write(b"\0" * (1 << 16))
+    if FAULT == "nofile":
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(
+            resource.RLIMIT_NOFILE)[1]))
+        shards = [open(os.devnull, "rb") for _ in range(4096)]  # noqa: SIM115 (EMFILE)
+        del shards
+    if FAULT == "early_destroy":
+        print(f"rank {RANK}: early stopping at step {step}", flush=True)
+        dist.destroy_process_group()
+        raise EarlyStopError
     return False
 
 
+class EarlyStopError(Exception):
+    """The rank's own early-stopping check fired (SEALED-2 `early_destroy`)."""
+
+
 try:
-    x = torch.ones(1024)
+    # another config on one rank (one more layer): a larger gradient bucket at every step
+    x = torch.ones(1280 if mine and FAULT == "layers_config" else 1024)
     for step in batches():
         if mine and FAULT == "missing_shard" and step == 0:
             open(f"/data/train/shard-{RANK:05d}.bin", "rb").close()
-        if mine and step == STEP and inject(step, x):
-            continue
+        if mine and step == STEP:
+            try:
+                if inject(step, x):
+                    continue
+            except EarlyStopError:
+                break  # to the end-of-epoch collective, without a default group
+        if FAULT == "subgroup_barrier" and step == STEP:
+            dist.barrier(group=SUB if mine else None)
         if FAULT == "bcast_src" and step == STEP:
             # every rank broadcasts from rank 0, the faulty one from another rank
             dist.broadcast(x, src=(RANK if RANK > 0 else 1) if mine else 0)

@@ -70,4 +70,17 @@ SEALED: tuple[Kind, ...] = (
     Kind("gather_vs_reduce", PATH, "all_gather where the others all_reduce"),
 )
 
-BY_NAME = {k.name: k for k in (*DEV, *SEALED)}
+#: the second sealed set (SEALED-2.md), written before the rules of the second round; run once
+SEALED2: tuple[Kind, ...] = (
+    Kind("sigint", CRASH, "SIGINT mid-run (a Ctrl-C): KeyboardInterrupt"),
+    Kind("sigterm_ext", CRASH, "SIGTERM from outside the launcher (a preemption) mid-run"),
+    Kind("loader_killed", CRASH, "a DataLoader worker of the rank is SIGKILLed"),
+    Kind("disk_full", CRASH, "a checkpoint save hits ENOSPC (/dev/full)"),
+    Kind("nofile", CRASH, "RLIMIT_NOFILE exhausted opening data: EMFILE"),
+    Kind("subgroup_barrier", PATH, "barrier(group=sub) where the others barrier() the world"),
+    Kind("layers_config", PATH, "another config: the gradient all_reduce is 1280 not 1024"),
+    Kind("early_destroy", CRASH | PATH,
+         "early stopping on one rank: destroy_process_group(), then the next collective raises"),
+)
+
+BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2)}

@@ -9,6 +9,7 @@ keeps the runs and `--judge DIR` scores kept runs again without running them.
 
     .venv/bin/python benchmarks/faults/scorecard.py                 # development kinds
     .venv/bin/python benchmarks/faults/scorecard.py --sealed        # the sealed kinds (once)
+    .venv/bin/python benchmarks/faults/scorecard.py --sealed2       # SEALED-2.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --kinds exit0_early --shapes 2node-torchrun
     .venv/bin/python benchmarks/faults/scorecard.py --judge /tmp/runs   # score kept runs again
 
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kinds import BY_NAME as KINDS  # noqa: E402
-from kinds import DEV, SEALED, Kind  # noqa: E402
+from kinds import DEV, SEALED, SEALED2, Kind  # noqa: E402
 from shapes import BY_NAME as SHAPES  # noqa: E402
 from shapes import SHAPES as ALL_SHAPES  # noqa: E402
 from shapes import Shape, host_name, run  # noqa: E402
@@ -102,6 +103,8 @@ def judge(where: Path, plan: Plan) -> dict[str, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sealed", action="store_true", help="run the sealed kinds (SEALED.md)")
+    ap.add_argument("--sealed2", action="store_true",
+                    help="run the second sealed set (SEALED-2.md)")
     ap.add_argument("--kinds", nargs="*")
     ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
     ap.add_argument("--all-positions", action="store_true")
@@ -119,7 +122,7 @@ def main() -> None:
                 and (not args.shapes or pl.shape in args.shapes)]
     else:
         kinds = [KINDS[k] for k in args.kinds] if args.kinds else list(
-            SEALED if args.sealed else DEV)
+            SEALED2 if args.sealed2 else SEALED if args.sealed else DEV)
         shapes = [SHAPES[s] for s in args.shapes] if args.shapes else list(ALL_SHAPES)
         if not shutil.which("accelerate", path=str(Path(sys.executable).parent)):
             print("accelerate is not installed (pip install 'ncclbot[faults]'): its shape is "
@@ -130,6 +133,7 @@ def main() -> None:
         todo = [(pl, base / pl.slug) for pl in plans(shapes, kinds, args.all_positions, args.full,
                                                           args.offset)]
     sealed_names = {k.name for k in SEALED}
+    sealed2_names = {k.name for k in SEALED2}
     rows = []
     t0 = time.monotonic()
     for plan, where in todo:
@@ -148,8 +152,10 @@ def main() -> None:
               f"category {'ok' if verdict['category_ok'] else 'NO'} ({verdict['top']})  "
               f"culprit {'ok' if verdict['culprit_ok'] else 'NO'} (suspect "
               f"{verdict['suspect']} on {verdict['suspect_host']})  {ran:.0f} s", flush=True)
-    for label, mine in (("development", [r for r in rows if r[0].kind not in sealed_names]),
-                        ("sealed", [r for r in rows if r[0].kind in sealed_names])):
+    for label, mine in (("development", [r for r in rows
+                                         if r[0].kind not in sealed_names | sealed2_names]),
+                        ("sealed", [r for r in rows if r[0].kind in sealed_names]),
+                        ("sealed-2", [r for r in rows if r[0].kind in sealed2_names])):
         if not mine:
             continue
         n = len(mine)

@@ -376,6 +376,14 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 _ev(report.facts["socket_timeout"]),
             )
         )
+    waits = [f for f in report.facts.get("store_wait", []) if f.fields.get("key_rank") is not None]
+    if waits:
+        # gloo's connect waited out the store for a peer's address (extract.store_wait): the
+        # group never formed, whichever rank then exited first
+        out.append(Signal("rendezvous_failure", 0.75, "a rank waited out the store for rank "
+                          f"{waits[0].fields['key_rank']}'s address: the process group never "
+                          "formed (that rank never joined this store, or the waiting rank "
+                          "expects more ranks than the job has)", _ev(waits)))
     inits: dict[int, list[Fact]] = {}
     for f in report.facts.get("ddp_init_rank", []):
         inits.setdefault(f.fields["rank"], []).append(f)

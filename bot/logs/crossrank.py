@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.contract import SuspectOut
-from bot.logs.extract import is_comm_exception
+from bot.logs.extract import GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
 #: How a first failure reads when a local rank exited without reporting the timeout the
@@ -78,11 +78,14 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     out.timeout_ranks = sorted(by_rank)
     out.crashed_ranks = sorted(r for r, s in report.ranks.items() if s.first_error is not None)
     suspects: dict[object, Suspect] = {}
+    unplaced = unplaced_hosts(report)
 
     def add(rank: int | None, host: str | None, reason: str, weight: float,
             ev: list[Evidence]) -> None:
         if rank is not None and host is None and rank in report.ranks:
             host = report.ranks[rank].host
+        if rank is not None and host is None and len(unplaced) == 1:
+            host = unplaced[0]  # the one node no line placed any rank on: where it must run
         key: object = rank if rank is not None else f"host:{host}"
         s = suspects.get(key)
         if s is None:
@@ -148,11 +151,18 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         for fact in report.facts.get(kind, []):
             if fact.ev.rank is not None:
                 unreachable.setdefault(fact.ev.rank, fact)
-    if unreachable and len(report.ranks) > len(unreachable):
+    if unreachable and len(report.ranks) >= 2 * len(unreachable):
         for r, fact in sorted(unreachable.items()):
             where = fact.fields.get("addr")
             add(r, None, "could not connect to the store" + (f" at {where}" if where else "")
                 + " while the other ranks did", 0.85, [fact.ev])
+    elif unreachable and len(report.ranks) > len(unreachable) and 0 not in unreachable:
+        # most ranks could not reach the store and rank 0 could: with env:// rank 0 hosts it
+        # (TCPStore is_master), so its address or port is what differs from theirs
+        fact = unreachable[min(unreachable)]
+        add(0, None, f"{len(unreachable)} of {len(report.ranks)} ranks could not connect to the "
+            "store it hosts (MASTER_ADDR/MASTER_PORT as they see it) while it could", 0.8,
+            [fact.ev])
     # the same from a node whose lines name local ranks only: the node is the suspect
     node_unreachable: dict[str, Fact] = {}
     for kind in ("socket_timeout", "store_connect", "store_resolve"):
@@ -165,6 +175,44 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             add(None, host, "its ranks could not connect to the store"
                 + (f" at {where}" if where else "") + " while the other nodes did", 0.85,
                 [fact.ev])
+
+    # 2c'. gloo's connect waits for each peer's address under the peer's rank (the key of a
+    # "wait timeout ... keys:" store error, extract.store_wait): the rank whose key never came
+    # did not join with this store (another MASTER_ADDR/PORT, or it never started); a key at
+    # or past the job's world size means the waiting rank itself expects more ranks (its
+    # WORLD_SIZE differs). Either way the waiting ranks are victims.
+    # at least the ranks seen, and a rank on every node that left logs
+    world_seen = max(report.world_size or (max(report.ranks) + 1 if report.ranks else 0),
+                     len(report.hosts))
+    waiters: dict[int, list[Fact]] = defaultdict(list)
+    for fact in report.facts.get("store_wait", []):
+        key_rank: int | None = fact.fields.get("key_rank")
+        if key_rank is not None and key_rank != fact.ev.rank:
+            waiters[key_rank].append(fact)
+    # ranks whose own failure is waiting for others: the store's host counting clients
+    # ("Timed out after 6 seconds waiting for clients. 2/3 clients joined.", TCPStore.cpp
+    # waitForWorkers) or a wait for another rank's key: their keys are missing as a consequence
+    waiting_for_others = {f.ev.rank for kind in ("clients_joined", "store_wait")
+                          for f in report.facts.get(kind, []) if f.ev.rank is not None}
+    for key_rank, facts in sorted(waiters.items()):
+        if key_rank in waiting_for_others:
+            continue
+        who = {f.ev.rank if f.ev.rank is not None else f.ev.host for f in facts}
+        waiter = facts[0].ev.rank
+        if waiter is None and facts[0].ev.host:  # a node's file of local ranks: the one placed
+            on_host = [r for r, st in report.ranks.items() if st.host == facts[0].ev.host]
+            waiter = on_host[0] if len(on_host) == 1 else None
+        if len(who) == 1 and key_rank >= world_seen and waiter is None and not unplaced:
+            continue  # no such rank; the one rank that waits for it is not known by its lines
+        if len(who) == 1 and waiter is not None and key_rank >= world_seen:
+            add(waiter, facts[0].ev.host, f"waited for rank {key_rank}'s address in the store, "
+                f"but the job has {world_seen} ranks: its WORLD_SIZE is larger than the others'",
+                0.9, [facts[0].ev])
+        else:
+            add(key_rank, None, "never published its address to the store (gloo's key "
+                f"{facts[0].fields.get('key')!r}) while {len(who)} rank(s) waited for it: it "
+                "did not reach the same store (MASTER_ADDR/MASTER_PORT/WORLD_SIZE) or did not "
+                "start", 0.9, [f.ev for f in facts[:2]])
 
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
@@ -211,6 +259,25 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if fact.ev.rank is not None or fact.ev.host:
             add(fact.ev.rank, fact.ev.host, f"gloo found no address for interface "
                 f"{fact.fields.get('iface')!r} here (GLOO_SOCKET_IFNAME)", 0.9, [fact.ev])
+
+    # 2g. gloo aborted a rank whose buffer was smaller than what arrived (extract.gloo_size).
+    # gloo's ring allreduce receives from rank + 1 (pytorch/gloo gloo/allreduce.cc, `recvRank =
+    # (context->size + context->rank + 1) % context->size`): either this rank's tensor is the
+    # smaller one, or that neighbour's is the larger (another shape or dtype); the text cannot
+    # tell which, so both are named, the aborted rank first.
+    for fact in report.facts.get("gloo_size", []):
+        grank = fact.ev.rank
+        ring = max(world_now, len(report.hosts))  # every node that left logs ran a rank
+        if grank is None or ring < 2:
+            continue
+        got, want = fact.fields.get("received"), fact.fields.get("expected")
+        nb = (grank + 1) % ring
+        add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own tensor "
+            f"holds {want} (its tensor is smaller than its peers', or rank {nb} sent a larger "
+            "one)", 0.85, [fact.ev])
+        add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where it "
+            f"expected {want}: it may have sent a larger tensor or another dtype", 0.6, [fact.ev])
+        break
 
     # 3. Ranks that did not report a timeout while most others did.
     world = report.world_size
@@ -323,7 +390,7 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # 6. A rank with no error of its own while the others lost it or waited for it: it left
     # (exited, even cleanly, or was killed without a word) or it was busy elsewhere. torchrun's
     # SIGTERMs come after, and the rank torchrun saw fail first is one that lost it.
-    out.peers_timed_out = bool(by_rank)
+    out.peers_timed_out = bool(by_rank) and not _first_symptom_is_a_lost_peer(report)
     named = sorted(blamed) if blamed and len(blamed) <= max(1, world_now // 4) else []
     if not named and out.victims and world_now > len(out.victims):
         known = set(out.victims) | set(out.crashed_ranks) | set(by_rank) | set(unreachable)
@@ -341,9 +408,34 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     return out
 
 
+def _first_symptom_is_a_lost_peer(report: LogReport) -> bool:
+    """Whether the first communication error the ranks reported (by time, or by line within
+    one interleaved file) was a lost connection rather than a timeout: a process that died
+    closes its sockets at once, while one that is alive but elsewhere is waited out first."""
+    comm = [e for e in report.exceptions
+            if e.ev.rank is not None and is_comm_exception(e.type, e.message)]
+    if not comm:
+        return False
+    if all(e.ev.ts is not None for e in comm):
+        first = min(comm, key=lambda e: e.ev.ts or 0.0)
+    elif len({e.ev.file for e in comm}) == 1:
+        first = min(comm, key=lambda e: e.ev.line)
+    else:
+        return False
+    text = first.message.lower()
+    return "timed out" not in text and any(p in text for p in GLOO_PEER_LOST)
+
+
 def _stopped(report: LogReport, rank: int) -> bool:
     """torchrun stopped this rank (SIGTERM after another failed): a bystander, not silent."""
     return any(rec.rank == rank and rec.exitcode == -15 for rec in report.failures)
+
+
+def unplaced_hosts(report: LogReport) -> list[str]:
+    """Hosts (nodes) that left logs but no line placing any rank there: on a multi-node job,
+    where the ranks no line names must be."""
+    placed = {s.host for s in report.ranks.values() if s.host}
+    return sorted(h for h in report.hosts if h not in placed) if len(report.hosts) > 1 else []
 
 
 def victim_ranks(report: LogReport, timed_out: dict[int, TimeoutRecord]) -> list[int]:

@@ -51,6 +51,13 @@ def _fp(text: str) -> str:
     return ", ".join(keep) or text[:120]
 
 
+def _gloo_key_rank(key: str) -> int | None:
+    """The rank whose address a gloo store key holds ("/default_pg/0//cpu//0/2" -> 2), for keys
+    under torch's CPU (gloo) prefix only: other keys (NCCL's unique id) are counters."""
+    head, _, last = key.rstrip(",").rpartition("/")
+    return int(last) if "/cpu/" in head + "/" and last.isdigit() else None
+
+
 def _groups(*names: str, ints: tuple[str, ...] = ()) -> Callable[[re.Match[str]], Fields]:
     def convert(m: re.Match[str]) -> Fields:
         out: Fields = {}
@@ -409,6 +416,29 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"(?:\(([^,()]+), (\d+)\)|\[([^\]]+)\]:(\d+)|([\w.-]+):(\d+))",
         lambda m: {"addr": m.group(1) or m.group(3) or m.group(5),
                    "port": _int(m.group(2) or m.group(4) or m.group(6))},
+    ),
+    # gloo's check that a message fits the receiving buffer (pytorch/gloo
+    # gloo/transport/tcp/pair.cc, `GLOO_ENFORCE_LE(op.preamble.length, op.nbytes, "Received
+    # data size doesn't match expected size. Is there a distributed collective mismatch in your
+    # code?")`, printed by torch 2.13 as "[enforce fail at .../pair.cc:456] op.preamble.length
+    # <= op.nbytes. 512 vs 256. Received data size ..."): received bytes vs the buffer's.
+    E(
+        "gloo_size",
+        r"op\.preamble\.length <= op\.nbytes\. (\d+) vs (\d+)",
+        _groups("received", "expected", ints=("received", "expected")),
+    ),
+    # A store wait that timed out names the keys it waited for: torch/csrc/distributed/c10d/
+    # TCPStore.cpp (torch 2.13), `fmt::format("wait timeout after {}ms, keys: {}",
+    # timeout.count(), fmt::join(keys, ", "))`. gloo's full-mesh connect publishes each rank's
+    # address under the rank itself and waits for every peer's (pytorch/gloo
+    # gloo/transport/tcp/context.cc, `store->set(std::to_string(rank), ...)` and
+    # `store_->wait_get(std::to_string(rank), getTimeout())`), under torch's per-device prefix:
+    # "keys: /default_pg/0//cpu//0/2" is rank 2's address, which never came.
+    E(
+        "store_wait",
+        r"wait timeout after (\d+)ms, keys: (\S+)",
+        lambda m: {"timeout_ms": int(m.group(1)), "key": m.group(2),
+                   "key_rank": _gloo_key_rank(m.group(2))},
     ),
     E(
         "store_resolve",

@@ -100,7 +100,11 @@ def test_a_node_whose_ranks_cannot_reach_the_store_is_the_suspect() -> None:
     _, d = _diagnose("2node-wrong_port-node2")
     assert d.root_causes[0].category == "rendezvous_failure"
     assert d.suspects[0].host == "gpu-node-02"
-    assert "could not connect to the store" in d.suspects[0].reason
+    # node 1's ranks waited for rank 2's address (gloo's store key ".../2"): node 2's first rank
+    assert d.suspects[0].rank in (None, 2)
+    assert any(w in d.suspects[0].reason for w in ("could not connect to the store",
+                                                    "never published its address"))
+    assert any(s.host == "gpu-node-02" and s.rank is None for s in d.suspects)
 
 
 def test_srun_prefixes_place_the_rank_that_left_cleanly_among_four() -> None:
@@ -140,3 +144,45 @@ def test_accelerate_launch_with_an_extra_collective_on_rank_0() -> None:
     _, d = _diagnose("accelerate2-extra_collective-rank0")
     assert d.root_causes[0].category == "collective_mismatch"
     assert d.suspects[0].rank == 0
+
+
+def test_the_rank_that_waits_for_a_rank_past_the_jobs_size_has_the_wrong_world_size() -> None:
+    # one node, 4 ranks, torchrun's --log-dir; rank 0 was started with WORLD_SIZE=5: it alone
+    # waits for gloo's key of a rank 4 that no one is ("wait timeout ... keys: .../cpu//0/4"),
+    # and torchrun records it as the first observed failure with its own store error
+    _, d = _diagnose("torchrun4-logdir-wrong_world-rank0")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 0
+    assert "WORLD_SIZE" in d.suspects[0].reason
+
+
+def test_gloos_size_check_names_the_aborted_rank_and_the_ring_neighbour_that_sent() -> None:
+    # one node, 8 ranks, --tee 3; rank 7 all_reduces float64 where the others use float32.
+    # gloo aborts rank 6, which receives from rank 7 in its ring ("512 vs 256"): the text cannot
+    # say which of the two holds the odd tensor, so both are named, the aborted one first
+    _, d = _diagnose("torchrun8-dtype-rank7")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert [s.rank for s in d.suspects[:2]] == [6, 7]
+    assert "ring neighbour rank 6" in d.suspects[1].reason
+
+
+def test_a_rank_killed_without_a_word_is_a_crash_when_the_others_first_lose_its_connection(
+) -> None:
+    # four processes started by hand (srun -l prefixes, one file); rank 2 is SIGKILLed at its
+    # last step and leaves no line. Its ring neighbours report "Connection closed by peer"
+    # first; rank 0 times out later: a dead process closes its sockets at once, a busy one
+    # would have been waited out first
+    _, d = _diagnose("slurm4-sigkill-rank2")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert d.suspects[0].rank == 2
+    assert not d.crossrank.peers_timed_out
+
+
+def test_under_accelerate_a_rank_expecting_more_ranks_is_a_rendezvous_failure() -> None:
+    # `accelerate launch`, 2 ranks; rank 0 has WORLD_SIZE=3. Its store error comes before any
+    # rank prefix ("wait timeout ... keys: .../cpu//0/2"): the group never formed, and no rank
+    # 2 is named (there is none); torchrun's first observed failure, rank 0, is the suspect
+    _, d = _diagnose("accelerate2-wrong_world-rank0")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 0
+    assert all(s.rank != 2 for s in d.suspects)
