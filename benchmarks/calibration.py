@@ -142,7 +142,7 @@ def eval_folder(folder: Path) -> dict[str, dict[str, WordStats]]:
     from benchmarks.eval_cases import folder_cases
     from bot.ask import answer_question
     from bot.config import Settings
-    from bot.service import analyze_paths
+    from bot.troubleshooter import analyze_paths
 
     said: dict[str, list[tuple[str, bool]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -82,7 +82,7 @@ def run_folder(cases: list[dict], modes: tuple[str, ...]) -> dict[str, tuple[int
     """(cases, top-1, top-3) per mode: `analyze` on the log; `ask en|zh` with the question."""
     from bot.ask import answer_question
     from bot.config import Settings
-    from bot.service import analyze_paths
+    from bot.troubleshooter import analyze_paths
 
     out: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as tmp:

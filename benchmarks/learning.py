@@ -223,7 +223,8 @@ def cost_one(size: int) -> dict[str, Any]:
     from bot.config import load_settings
     from bot.memory import runtime
     from bot.memory.model import capture
-    from bot.service import analyze_paths, bundled_incidents
+    from bot.service import bundled_incidents
+    from bot.troubleshooter import analyze_paths
 
     rng = random.Random(size)
     log = ROOT / "tests" / "fixtures" / "logs" / "memory" / "shardstore-w3-r2-s4.log"

@@ -9,11 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache, partial
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 from bot.answer import build_answer
 from bot.config import Settings
-from bot.contract import Answer
+from bot.contract import Answer, LlmUse
 from bot.diagnosis import asked, nearest
 from bot.diagnosis.asked import QuestionIndex
 from bot.diagnosis.engine import Diagnosis, diagnose
@@ -33,7 +33,7 @@ from bot.logs.flight_recorder import (
 )
 from bot.logs.fr_sandbox import DumpInput, read_dumps
 from bot.logs.model import LogReport
-from bot.logs.sources import ATTACH_HINT, Limits, LogSource, SourceStats, expand_inputs
+from bot.logs.sources import ATTACH_HINT, Limits, LogSource, SourceStats
 from bot.retrieval import tokenize
 from tools.hang.model import HangSample
 
@@ -189,41 +189,29 @@ def _read_dump(src: LogSource) -> bytes:
     return data
 
 
-def analyze_paths(
-    paths: Sequence[str],
-    settings: Settings | None = None,
-    lang: str = "both",
-    stdin: BinaryIO | None = None,
-    facts: Mapping[str, str] | None = None,
-) -> Answer:
-    """Analyze log files (or '-' for stdin) and return the answer (`facts`: answered
-    deciding questions, `--fact KEY=VALUE`)."""
-    cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
-    report, diagnosis = analyze_sources(expand_inputs(paths, stdin), settings, cards)
-    return answer_from_analysis(report, diagnosis, cards, lang, facts=facts)
-
-
 def answer_from_analysis(report: LogReport, diagnosis: Diagnosis, cards: Sequence[Card],
                          lang: str = "both", brief: bool = False,
-                         facts: Mapping[str, str] | None = None) -> Answer:
+                         facts: Mapping[str, str] | None = None, *,
+                         notes: Sequence[str] = (), llm: LlmUse | None = None) -> Answer:
     """The answer from the logs alone, with what went wrong reading them and, when nothing
-    was found, what was read (`brief`: without listing what was looked for). With `facts`
-    the causes are ranked again with those answers as evidence (same neighbours)."""
+    was found, what was read (`brief`: without listing what was looked for), then `notes`.
+    With `facts` the causes are ranked again with those answers as evidence (same
+    neighbours)."""
     if facts:
         diagnosis = diagnose(report, list(cards), neighbours=diagnosis.neighbours, facts=facts)
-    answer = add_source_notes(build_answer(diagnosis, list(cards), report, lang, facts=facts),
-                              report)
+    read = source_notes(report)
     if diagnosis.verdict == "no_evidence":
         looked_for = "" if brief else (" (no NCCL errors, watchdog timeouts, tracebacks or "
                                        "signals)")
-        answer.notes.append(
+        read.append(
             f"read {report.total_bytes} bytes, {report.total_lines} lines from "
             f"{len(report.sources)} file(s) and found no failure evidence{looked_for}."
         )
-    return answer
+    return build_answer(diagnosis, list(cards), report, lang, facts=facts,
+                        notes=[*read, *notes], llm=llm)
 
 
-def add_source_notes(answer: Answer, report: LogReport) -> Answer:
+def source_notes(report: LogReport) -> list[str]:
     """Each input's reading problems (skipped zip members, decoding, limits) as notes; one
     problem shared by many inputs (the members not read after a zip bomb) is one note."""
     by_problem: dict[str, list[str]] = {}
@@ -238,7 +226,7 @@ def add_source_notes(answer: Answer, report: LogReport) -> Answer:
                 notes.append(f"{src.name}: {p}")
             elif src.name == names[0]:
                 notes.append(f"{len(names)} inputs ({names[0]} … {names[-1]}): {p}")
-    return answer.with_notes(*notes)
+    return notes
 
 
 #: the card for a live hang where one rank is in its own code and the others wait for it
@@ -246,9 +234,11 @@ HOST_STUCK_CARD = "live-hang-one-rank-outside-the-collective"
 
 
 def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
-                lang: str = "both") -> Answer:
+                lang: str = "both", *, notes: Sequence[str] = (),
+                llm: LlmUse | None = None) -> Answer:
     """The answer for a live hang: the nodes' `hang` samples triangulated (which rank, where,
-    what kind of hang), with cards, similar incidents and next steps like any diagnosis."""
+    what kind of hang), with cards, similar incidents and next steps like any diagnosis;
+    the headline is what the samples show; the triangulation's notes, then `notes`."""
     from bot.contract import decide_verdict
     from bot.diagnosis.hang import triangulate
     from bot.logs.crossrank import Suspect
@@ -266,7 +256,6 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     top = diagnosis.root_causes[0].certainty if diagnosis.root_causes else None
     decided = decide_verdict(top, logs_given=True,
                              log_failure=verdict.kind not in ("unknown", "progressing"))
-    answer = build_answer(diagnosis, cards, None, lang, verdict=decided)
-    answer.summary = f"{verdict.kind.replace('_', ' ')}: {verdict.summary}"
-    answer.headline = {lg: answer.summary for lg in answer.headline}  # what the sample shows
-    return answer.with_notes(*verdict.notes)
+    return build_answer(diagnosis, cards, None, lang, verdict=decided,
+                        headline=f"{verdict.kind.replace('_', ' ')}: {verdict.summary}",
+                        notes=[*verdict.notes, *notes], llm=llm)

@@ -134,11 +134,12 @@ def analyze(
 ) -> None:
     """Analyze crash logs and print the most likely root causes (one screen; --details for
     everything)."""
-    from bot.service import analyze_paths
+    from bot.troubleshooter import Question, Troubleshooter
 
     facts = facts_from(fact)
-    answer = analyze_paths(files, settings_from(config), answer_lang(lang, as_json),
-                           facts=facts)
+    question = Question("", tuple(files), lang=answer_lang(lang, as_json), brief=False,
+                        facts=tuple(sorted(facts.items())))
+    answer = Troubleshooter(settings_from(config)).answer(question, llm=False, strict=True)
     emit(answer, as_json, details)
 
 

@@ -86,12 +86,11 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
     (the CLI prints it in one line)."""
     from bot.troubleshooter import Question, Troubleshooter
 
-    declined: list[dict[str, Any]] = []
-
-    def confirm(proposal: dict[str, Any]) -> bool:
+    def confirm(proposal: dict[str, Any]) -> bool | str:
         if not interactive:
-            declined.append(proposal)
-            return False
+            return (f"confirming it needs an interactive terminal ({why_not}); run `ncclbot "
+                    f"ask` in a terminal, or `ncclbot node probe --node {proposal['node']}` "
+                    "yourself")
         return typer.confirm(f"Run the NCCL probe {proposal['preset']!r} on node "
                              f"{proposal['node']} now ({proposal['params']})?",
                              default=False, err=True)
@@ -99,16 +98,8 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
     with spooled_stdin(logs, settings.max_input_bytes) as paths:
         asked = Question(question, tuple(paths), lang=lang,
                          facts=tuple(sorted((facts or {}).items())))
-        answer = Troubleshooter(settings).answer(asked,
-                                                 confirm_probe=confirm, strict=True, **extra)
-    if declined:
-        probes = ", ".join(f"{p['preset']} on {p['node']}" for p in declined)
-        node = declined[0]["node"]
-        answer = answer.with_notes(
-            f"probe not run ({probes}): confirming it needs an interactive terminal "
-            f"({why_not}); run `ncclbot ask` in a terminal, or `ncclbot node probe --node "
-            f"{node}` yourself")
-    return answer
+        return Troubleshooter(settings).answer(asked, confirm_probe=confirm, strict=True,
+                                               **extra)
 
 
 @contextmanager

@@ -1,12 +1,11 @@
 """What the MCP tools do, without MCP: each a thin call into what the CLI and Slack use.
 
-- `analyze_logs`: `bot.service.analyze_paths` (the `ncclbot analyze --json` answer);
-- `ask`, `similar_incidents`: one `Troubleshooter.answer` (as `ncclbot ask`);
+- `analyze_logs`, `ask`, `similar_incidents`, `node_hang`: one `Troubleshooter.answer` (as
+  `ncclbot analyze --json`, `ncclbot ask` and `ncclbot node hang`);
 - `search_knowledge`, `get_card`: the LLM agent's own tools (`bot.agent.tools`);
 - node diagnostics: `tools.registry.run_local` here, or the signed node client through
   Slack's `NodeRunner` (`bot.slack.nodes.make_runner`) with its target checks, rate limits
-  and one-diagnostic-per-node rule, each call written to the bot's audit trail;
-  `node_hang` triangulates with `bot.service.answer_hang` like `ncclbot node hang`.
+  and one-diagnostic-per-node rule, each call written to the bot's audit trail.
 
 Everything that leaves goes through one `Redactor` (`bot.agent.redact`: secrets always;
 host names, IPs and users too with NCCLBOT_REDACT_HOSTS, as for an LLM, since the caller
@@ -211,7 +210,7 @@ class Backend:
     def analyze_logs(self, paths: Sequence[str] | None, logs: Sequence[LogText] | None,
                      lang: AnswerLang = "both") -> Answer:
         """`ncclbot analyze --json` on paths and pasted logs (Flight Recorder dumps too)."""
-        from bot.service import analyze_paths
+        from bot.troubleshooter import Question
 
         if not paths and not logs:
             return self.answer_out(Answer.error(
@@ -219,7 +218,8 @@ class Backend:
                 "`logs` (text)"))
         try:
             with self.inputs(paths, logs) as files:
-                answer = analyze_paths(files, self.settings, lang)
+                answer = self.troubleshooter().answer(
+                    Question("", tuple(files), lang=lang, brief=False), llm=False, strict=True)
         except NcclbotError as exc:
             answer = Answer.error(exc.message, exc.hint)
         return self.answer_out(answer)
@@ -244,11 +244,9 @@ class Backend:
             return self.answer_out(Answer.error(
                 f"`ask` needs the retrieval extra ({missing} is not installed): pip install "
                 "'ncclbot[retrieval]'", "analyze_logs works without it."))
-        declined: list[dict[str, Any]] = []
-
-        def confirm(proposal: dict[str, Any]) -> bool:
-            declined.append(proposal)
-            return False
+        def confirm(proposal: dict[str, Any]) -> str:
+            return ("call `node_probe` (a server started with --allow-probes for an on-call "
+                    f"user) or run `ncclbot node probe --node {proposal['node']}` yourself")
 
         try:
             with self.inputs(paths, logs) as files:
@@ -257,12 +255,6 @@ class Backend:
                     confirm_probe=confirm)
         except NcclbotError as exc:
             answer = Answer.error(exc.message, exc.hint)
-        if declined:
-            what = ", ".join(f"{p['preset']} on {p['node']}" for p in declined)
-            answer = answer.with_notes(
-                f"probe proposed, not run ({what}): call `node_probe` (a server started with "
-                "--allow-probes for an on-call user) or run `ncclbot node probe --node "
-                f"{declined[0]['node']}` yourself")
         return self.answer_out(answer)
 
     def similar_incidents(self, question: str | None, paths: Sequence[str] | None,
@@ -450,8 +442,8 @@ class Backend:
         """`ncclbot node hang [--nodes ...]`: every rank's stack, Flight Recorder and RAS of
         a stuck job, here or on each node's agent, triangulated into one answer."""
         from bot.nodes.hang import gather, read_sample
-        from bot.service import answer_hang
         from bot.slack.nodes import NODE_NAME, expand_nodes
+        from bot.troubleshooter import Question
         from tools.registry import run_local
 
         names = [self.restore(n) for n in nodes or ()]
@@ -488,4 +480,5 @@ class Backend:
                 "no sample of the job's ranks: " + "; ".join(errors),
                 None if names else "Run it where the job's ranks are (as root, or with "
                 "CAP_SYS_PTRACE), or name them with pids."))
-        return self.answer_out(answer_hang(samples, self.settings, lang).with_notes(*errors))
+        return self.answer_out(self.troubleshooter().answer(
+            Question("", lang=lang, samples=tuple(samples), notes=tuple(errors))))

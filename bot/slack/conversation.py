@@ -121,7 +121,7 @@ class Conversation:
                 # with an LLM, the deterministic answer is posted first and the LLM's
                 # account follows in the thread when (if) it comes
                 answer = self._answer(asked, refs, key, status, thread_id(channel, thread_ts),
-                                      llm=False if d.troubleshooter.uses_llm else None)
+                                      llm=False)
                 # Every message of a thread reads all of the thread's logs again: new logs
                 # whose answer failed would fail each later message too.
                 failed = new and answer.verdict == "error" and answer.summary == FAILED
@@ -142,7 +142,7 @@ class Conversation:
             status.finish(rendered)
             self._remember(channel, thread_ts, question, answer_id, answer, key if refs else None)
             t = d.troubleshooter
-            if t.uses_llm and stored is None and t.breaker.allows():
+            if stored is None and t.llm_available():
                 # on its own workers: the person's next message need not wait for the LLM
                 follow = d.llm_work.submit(user, lambda: self._llm_follows(
                     client, channel, thread_ts, asked, refs, key, lang))

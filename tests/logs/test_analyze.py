@@ -200,7 +200,7 @@ def test_terminal_headline_wraps_and_speaks_the_asked_language() -> None:
     from rich.console import Console
 
     from bot.render.terminal import render_answer
-    from bot.service import analyze_paths as analyze
+    from bot.troubleshooter import analyze_paths as analyze
 
     sample = str(ROOT / "examples" / "sample-8rank-oom.log")
     out = io.StringIO()

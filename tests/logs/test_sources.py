@@ -120,9 +120,8 @@ def test_size_limit(tmp_path):
 
 
 def test_the_members_not_read_after_a_bomb_are_one_note(tmp_path):
-    from bot.contract import Answer
     from bot.logs.model import LogReport
-    from bot.service import add_source_notes
+    from bot.service import source_notes
 
     sources = [SourceStats(f"a.zip:m{i}.log") for i in range(6)]
     sources[0].problems.append("stopped: possible zip bomb")
@@ -130,6 +129,6 @@ def test_the_members_not_read_after_a_bomb_are_one_note(tmp_path):
         s.problems.append("not read: possible zip bomb")
     report = LogReport()
     report.sources.extend(sources)
-    notes = add_source_notes(Answer.plain("unknown", "s", ""), report).notes
+    notes = source_notes(report)
     assert notes == ["a.zip:m0.log: stopped: possible zip bomb",
                      "5 inputs (a.zip:m1.log … a.zip:m5.log): not read: possible zip bomb"]

@@ -21,7 +21,7 @@ from bot.logs.salient import salient_key, salient_lines
 from bot.memory import runtime
 from bot.memory.model import LocalIncident, capture, excerpt, to_corpus
 from bot.memory.store import MemoryChangeError, MemoryStore
-from bot.service import analyze_paths
+from bot.troubleshooter import analyze_paths
 from tests.conftest import FIXTURES, ROOT
 from tests.memory.conftest import FAMILY, family_log
 
