@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.ask import answer_question as _answer_question
+from bot.answering.ask import answer_question as _answer_question
+from bot.answering.troubleshooter import Question, Troubleshooter
+from bot.answering.troubleshooter import analyze_paths as _analyze_paths
 from bot.cli.retrieval_cmds import agent_answer as _agent_answer
 from bot.config import Settings, load_settings
-from bot.threads import InMemoryThreadStore
-from bot.troubleshooter import Question, Troubleshooter
-from bot.troubleshooter import analyze_paths as _analyze_paths
+from bot.state.threads import InMemoryThreadStore
 
 #: the thread memory of `respond` calls that name none (one per test process, as the
 #: agent's own default was)

@@ -1,10 +1,10 @@
 """The optional LLM agent: tool calling, grounded and validated answers, redaction.
 
 `respond(question, attachments=(), thread_id=None, settings=None, confirm_probe=None)`
-is the entry point for the Troubleshooter (`bot.troubleshooter`), which alone decides
+is the entry point for the Troubleshooter (`bot.answering.troubleshooter`), which alone decides
 whether an LLM answers and builds the deterministic answer when the agent declines.
 Importing this package is cheap: LangChain is imported only when `respond` runs.
-Conversation state: `bot.threads.InMemoryThreadStore` (the default), `SqliteThreadStore(path)`
+Conversation state: `bot.state.threads.InMemoryThreadStore` (the default), `SqliteThreadStore(path)`
 or `open_thread_store(settings)` (SQLite or PostgreSQL), passed as `store=`.
 """
 
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from bot.agent.backends import AgentDeclined
 
 if TYPE_CHECKING:
+    from bot.answering.contract import Answer
     from bot.config import Settings
-    from bot.contract import Answer
 
 __all__ = ["LLM_EXTRA", "AgentDeclined", "respond"]
 

@@ -41,12 +41,12 @@ from bot.agent.providers import (
 )
 from bot.agent.redact import Redactor
 from bot.agent.validate import NodeNames, validate_answer
+from bot.answering.contract import Answer, LlmUse, ProbeRun, SimilarIncident, resolve_lang
+from bot.answering.knowledge import bundled_cards
 from bot.config import Settings, load_settings
-from bot.contract import Answer, LlmUse, ProbeRun, SimilarIncident, resolve_lang
 from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
-from bot.service import bundled_cards
-from bot.threads import InMemoryThreadStore, ThreadState, ThreadStore, Turn
+from bot.state.threads import InMemoryThreadStore, ThreadState, ThreadStore, Turn
 from tools.probe.presets import PROBE_PRESETS
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.

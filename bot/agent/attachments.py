@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.context import ToolContext, invocation
-from bot.answer import similar_incidents
+from bot.answering.answer import similar_incidents
 from bot.config import Settings
 from bot.knowledge.cards import Card
 from tools.result import ToolResult
@@ -30,8 +30,8 @@ def find_attachment(ctx: ToolContext, name: str) -> tuple[str, str] | None:
 
 
 def _default_analyze(path: str, settings: Settings, cards: list[Card]) -> tuple[Any, Any]:
+    from bot.answering.analysis import analyze_sources
     from bot.logs.sources import expand_inputs
-    from bot.service import analyze_sources
 
     return analyze_sources(expand_inputs([path]), settings, cards)
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.agent.answer_model import AgentAnswer
-from bot.answer import card_brief
-from bot.contract import (
+from bot.answering.answer import card_brief
+from bot.answering.contract import (
     Answer,
     ChosenStep,
     DiagnosisOut,

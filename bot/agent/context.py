@@ -12,7 +12,7 @@ from bot.agent.backends import NodeBackend
 from bot.agent.redact import Redactor
 from bot.config import Settings
 from bot.knowledge.cards import Card
-from bot.threads import ThreadState
+from bot.state.threads import ThreadState
 
 #: analyze(path, settings, cards) -> (LogReport, Diagnosis); injectable for tests.
 Analyze = Callable[[str, Settings, list[Card]], tuple[Any, Any]]

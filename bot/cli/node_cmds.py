@@ -123,9 +123,9 @@ def hang_command() -> Callable[..., None]:
     spec = TOOLS["hang"]
 
     def hang(**kwargs: Any) -> None:
+        from bot.answering.troubleshooter import Question, Troubleshooter
         from bot.cli.main import _check_lang, emit, settings_from
         from bot.nodes.commands import hang_samples
-        from bot.troubleshooter import Question, Troubleshooter
 
         node, nodes, as_json = kwargs.pop("node"), kwargs.pop("nodes"), kwargs.pop("as_json")
         lang, config = _check_lang(kwargs.pop("lang")), kwargs.pop("config")

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
+    from bot.answering.contract import Answer
     from bot.config import Settings
-    from bot.contract import Answer
 
 
 def register(app: typer.Typer, serve_app: typer.Typer) -> None:
@@ -64,8 +64,8 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
         config: ConfigOpt = None,
     ) -> None:
         """Build or refresh the retrieval index (done automatically on first use)."""
+        from bot.answering.knowledge import bundled_cards
         from bot.retrieval.index import ensure_index
-        from bot.service import bundled_cards
 
         settings = settings_from(config)
         cards = list(bundled_cards())
@@ -84,7 +84,7 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
     (typer.confirm) when `interactive`, and otherwise declined, with a note saying so
     (`why_not`). `extra` goes to `bot.agent.respond` (e.g. `nodes=`). Bad input raises
     (the CLI prints it in one line)."""
-    from bot.troubleshooter import Question, Troubleshooter
+    from bot.answering.troubleshooter import Question, Troubleshooter
 
     def confirm(proposal: dict[str, Any]) -> bool | str:
         if not interactive:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
+from bot.answering.contract import DIAGNOSED_FROM, Verdict, decide_verdict
 from bot.diagnosis.facts import fact_evidence
 from bot.diagnosis.nearest import (
     LOCAL_WEIGHT,

@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.agent.redact import Redactor
+from bot.answering.contract import Answer, SimilarIncident
 from bot.config import Settings
-from bot.contract import Answer, SimilarIncident
 from bot.errors import InputError, NcclbotError
 from tools.result import ToolResult
 
 if TYPE_CHECKING:
     from bot.agent.context import ToolContext
+    from bot.answering.troubleshooter import Troubleshooter
     from bot.slack.nodes import NodeRunner
     from bot.slack.ratelimit import Limits
     from bot.slack.store import Store
-    from bot.troubleshooter import Troubleshooter
 
 log = logging.getLogger("ncclbot.mcp")
 
@@ -210,7 +210,7 @@ class Backend:
     def analyze_logs(self, paths: Sequence[str] | None, logs: Sequence[LogText] | None,
                      lang: AnswerLang = "both") -> Answer:
         """`ncclbot analyze --json` on paths and pasted logs (Flight Recorder dumps too)."""
-        from bot.troubleshooter import Question
+        from bot.answering.troubleshooter import Question
 
         if not paths and not logs:
             return self.answer_out(Answer.error(
@@ -227,7 +227,7 @@ class Backend:
     def troubleshooter(self) -> Troubleshooter:
         with self._lazy_lock:
             if self._troubleshooter is None:
-                from bot.troubleshooter import Troubleshooter
+                from bot.answering.troubleshooter import Troubleshooter
 
                 self._troubleshooter = Troubleshooter(self.settings)
             return self._troubleshooter
@@ -236,7 +236,7 @@ class Backend:
             logs: Sequence[LogText] | None = None, lang: AskLang = "both") -> Answer:
         """`ncclbot ask --json`: the Troubleshooter's answer (the LLM agent's when one is
         configured). A probe the agent proposes is never run from here: it stays a note."""
-        from bot.troubleshooter import Question
+        from bot.answering.troubleshooter import Question
 
         if not question.strip():
             return self.answer_out(Answer.error("the question is empty"))
@@ -273,8 +273,8 @@ class Backend:
     def _tool_context(self, lang: str) -> ToolContext:
         from bot.agent.backends import ClientNodeBackend
         from bot.agent.context import ToolContext
-        from bot.service import bundled_cards
-        from bot.threads import ThreadState
+        from bot.answering.knowledge import bundled_cards
+        from bot.state.threads import ThreadState
 
         return ToolContext(settings=self.settings, cards={c.id: c for c in bundled_cards()},
                            state=ThreadState(), redactor=Redactor(hosts=False),
@@ -309,26 +309,26 @@ class Backend:
 
     def card_json(self, card_id: str) -> str | None:
         """One card, both languages, as JSON (None when there is no such card)."""
-        from bot.service import bundled_cards
+        from bot.answering.knowledge import bundled_cards
 
         card = next((c for c in bundled_cards() if c.id == card_id), None)
         return None if card is None else self._json_out(card.model_dump(mode="json"))
 
     def incident_json(self, incident_id: str) -> str | None:
         """One incident of the bundled corpus as JSON (None when there is none)."""
-        from bot.service import bundled_incidents
+        from bot.answering.knowledge import bundled_incidents
 
         inc = next((i for i in bundled_incidents() if i.id == incident_id), None)
         return None if inc is None else self._json_out(inc.model_dump(mode="json"))
 
     def card_index(self) -> str:
-        from bot.service import bundled_cards
+        from bot.answering.knowledge import bundled_cards
 
         return self._json_out([{"id": c.id, "category": c.category, "title": c.title.en,
                                 "uri": f"ncclbot://cards/{c.id}"} for c in bundled_cards()])
 
     def incident_index(self) -> str:
-        from bot.service import bundled_incidents
+        from bot.answering.knowledge import bundled_incidents
 
         return self._json_out([{"id": i.id, "category": i.category, "title": i.title,
                                 "source": str(i.source), "uri": f"ncclbot://incidents/{i.id}"}
@@ -441,9 +441,9 @@ class Backend:
                   lang: AnswerLang = "both") -> Answer:
         """`ncclbot node hang [--nodes ...]`: every rank's stack, Flight Recorder and RAS of
         a stuck job, here or on each node's agent, triangulated into one answer."""
+        from bot.answering.troubleshooter import Question
         from bot.nodes.hang import gather, read_sample
         from bot.slack.nodes import NODE_NAME, expand_nodes
-        from bot.troubleshooter import Question
         from tools.registry import run_local
 
         names = [self.restore(n) for n in nodes or ()]

@@ -97,8 +97,8 @@ _CACHE_LOCK = threading.Lock()
 def get_retriever(settings: Settings | None = None, cards: Sequence[Card] | None = None,
                   progress: bool = True) -> Retriever:
     """A cached Retriever; the index is built (with a progress bar) on first use."""
+    from bot.answering.knowledge import bundled_cards
     from bot.config import load_settings
-    from bot.service import bundled_cards
 
     settings = settings or load_settings()
     cards = list(cards if cards is not None else bundled_cards())

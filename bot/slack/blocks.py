@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.contract import Answer, RootCauseOut
+from bot.answering.contract import Answer, RootCauseOut
 
 MAX_TEXT = 3000
 MAX_BLOCKS = 50

@@ -8,7 +8,8 @@ import re
 import threading
 from typing import Any
 
-from bot.contract import Answer
+from bot.answering.contract import Answer
+from bot.answering.troubleshooter import Question
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.fair import Admission
@@ -16,8 +17,7 @@ from bot.slack.files import Download, Rejected, download, file_url_refused, huma
 from bot.slack.lang import choose
 from bot.slack.progress import StatusMessage
 from bot.slack.store import LogRef, thread_id
-from bot.threads import ThreadState
-from bot.troubleshooter import Question
+from bot.state.threads import ThreadState
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")

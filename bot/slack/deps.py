@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.answering.troubleshooter import Troubleshooter
 from bot.config import Settings
 from bot.memory.store import MemoryStore
 from bot.slack.authz import OncallAuthz
@@ -13,7 +14,6 @@ from bot.slack.fair import FairScheduler
 from bot.slack.nodes import NodeRunner, ProbeStatus
 from bot.slack.ratelimit import Limits
 from bot.slack.store import Store
-from bot.troubleshooter import Troubleshooter
 
 
 @dataclass

@@ -176,7 +176,7 @@ class Diagnostics:
             status.finish(blocks.message(":warning: No node sent a sample: "
                                          + "; ".join(errors)[:1500]))
             return outcome
-        from bot.troubleshooter import Question
+        from bot.answering.troubleshooter import Question
 
         lg = lang or choose(*d.lang_prefs(user, channel), "")
         answer = d.troubleshooter.answer(Question("", lang=lg, samples=tuple(samples),

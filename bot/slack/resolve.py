@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.contract import Answer, SimilarIncident
+from bot.answering.contract import Answer, SimilarIncident
 from bot.slack.blocks import button, context, esc
 
 ACTION_RESOLVE = "ncclbot_resolve"

@@ -188,7 +188,7 @@ def test_no_provider_is_deterministic_without_langchain(crash_log: Path, tmp_pat
     """No provider: the Troubleshooter alone decides not to ask an LLM (no note, no `llm`),
     and nothing imports LangChain."""
     code = ("import sys, json; from bot.config import Settings; "
-            "from bot.troubleshooter import Question, Troubleshooter; "
+            "from bot.answering.troubleshooter import Question, Troubleshooter; "
             f"t = Troubleshooter(Settings(data_dir={str(tmp_path)!r})); "
             f"out = t.answer(Question('why?', ({str(crash_log)!r},))); "
             "assert not [m for m in sys.modules if m.startswith('langchain')]; "
@@ -215,7 +215,7 @@ def test_without_the_llm_extra_the_answer_is_deterministic(crash_log: Path, tmp_
         "sys.meta_path.insert(0, Hide())\n"
         "from bot.agent import AgentDeclined, respond\n"
         "from bot.config import Settings\n"
-        "from bot.troubleshooter import Question, Troubleshooter\n"
+        "from bot.answering.troubleshooter import Question, Troubleshooter\n"
         "s = Settings(llm_provider='openai', llm_model='m', llm_base_url='http://127.0.0.1:9/v1',\n"
         f"             data_dir={str(tmp_path)!r})\n"
         f"declined = respond('why?', [{str(crash_log)!r}], settings=s)\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from bot.threads import (
+from bot.state.threads import (
     InMemoryThreadStore,
     SqliteThreadStore,
     ThreadState,

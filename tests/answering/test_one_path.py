@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.answering.contract import Answer
+from bot.answering.troubleshooter import Question, Troubleshooter
 from bot.config import Settings, load_settings
-from bot.contract import Answer
-from bot.troubleshooter import Question, Troubleshooter
 from tests.conftest import ROOT
 from tests.slack.conftest import serving
 from tests.slack.fake_slack import FakeSlack

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.contract import decide_verdict
+from bot.answering.contract import decide_verdict
+from bot.answering.knowledge import bundled_cards
 from bot.diagnosis.engine import GROUPS, UNCALIBRATED, certainty, diagnose, group_of
 from bot.diagnosis.evaluate import Outcome, fit_cuts, grouped_cut_cv, said_stats, word_stats
 from bot.diagnosis.facts import FactError, deciding_question, fact_evidence, parse_facts
@@ -13,7 +14,6 @@ from bot.knowledge.incidents import load_incidents
 from bot.knowledge.taxonomy import load_questions, load_taxonomy
 from bot.logs.analyze import analyzer_for
 from bot.logs.sources import text_source
-from bot.service import bundled_cards
 
 
 def outcome(i: int, conf: float, right: bool, kinds: frozenset[str] = frozenset({"rule"})

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.contract import Answer
+from bot.answering.analysis import analyze_sources
+from bot.answering.contract import Answer
 from bot.diagnosis.engine import Diagnosis
 from bot.diagnosis.rules import RULES, hang_rule
 from bot.logs.model import INFO_KINDS, LogReport
 from bot.logs.sources import expand_inputs
-from bot.service import analyze_sources
 from tests.conftest import ROOT
 
 HEALTHY = sorted((ROOT / "knowledge" / "healthy").glob("*.log"))
@@ -73,8 +73,8 @@ def test_a_log_without_a_failure_line_is_no_evidence() -> None:
 
 @cache
 def _ask(question: str, path: Path) -> Answer:
+    from bot.answering.troubleshooter import Question, Troubleshooter
     from bot.config import load_settings
-    from bot.troubleshooter import Question, Troubleshooter
 
     return Troubleshooter(load_settings(None)).answer(
         Question(question, (str(path),), lang="auto"), strict=True, llm=False)
@@ -98,7 +98,7 @@ def test_a_log_without_a_failure_line_with_a_question_is_no_evidence(question: s
 
 
 def test_the_nearest_incident_channel_needs_a_failure_line() -> None:
-    from bot.service import bundled_index
+    from bot.answering.knowledge import bundled_index
 
     index = bundled_index()
     setup = [k for p in HEALTHY if not _analyze(p)[0].shows_failure

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from bot.contract import Answer, Lang
+from bot.answering.contract import Answer, Lang
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.diagnostics import Diagnostics

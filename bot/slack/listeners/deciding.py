@@ -10,13 +10,13 @@ import logging
 import re
 from typing import Any
 
+from bot.answering.troubleshooter import Question
 from bot.knowledge.taxonomy import question as deciding_question
 from bot.slack import blocks, message
 from bot.slack.conversation import Conversation, logs_key, merge_candidates
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.lang import choose
 from bot.slack.store import thread_id
-from bot.troubleshooter import Question
 from tools.redact import redact_text
 
 log = logging.getLogger(__name__)

@@ -180,7 +180,7 @@ class LlmUse(_Model):
 class Answer(_Model):
     """One answer to a crash log or a question."""
 
-    # frozen: built once, with its notes and `llm` passed in (`bot.troubleshooter
+    # frozen: built once, with its notes and `llm` passed in (`bot.answering.troubleshooter
     # .deterministic`, the agent's `compose_answer`); the docstring is the schema's
     model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True,
                               frozen=True)

@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.answer import Asked, build_answer, follow_evidence, shown_text
-from bot.config import Settings
-from bot.contract import (
+from bot.answering.answer import Asked, build_answer, follow_evidence, shown_text
+from bot.answering.contract import (
     DIAGNOSED_FROM,
     Answer,
     Lang,
@@ -36,6 +35,7 @@ from bot.contract import (
     langs_of,
     resolve_lang,
 )
+from bot.config import Settings
 from bot.diagnosis.engine import Diagnosis, cap_by_log, diagnose
 from bot.diagnosis.nearest import Neighbour, VoteParams, category_votes
 from bot.diagnosis.rules import Signal
@@ -239,10 +239,11 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
     """Answer a question, with optional log files (or their `analysis`, already made): the
     answer of `analyze` plus `question`, `lang`, `specific` and `retrieval`; the logs'
     reading problems, then `notes`, as its notes."""
+    from bot.answering.analysis import analyze_sources, source_notes
+    from bot.answering.knowledge import bundled_cards, question_index
     from bot.config import load_settings
     from bot.logs.sources import expand_inputs
     from bot.retrieval.search import get_retriever
-    from bot.service import analyze_sources, bundled_cards, question_index, source_notes
 
     settings = settings or load_settings()
     out_lang = resolve_lang(question, lang)

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.contract import (
+from bot.answering.contract import (
     Answer,
     Citation,
     DecidingQuestion,
@@ -164,7 +164,7 @@ def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> R
 
 @dataclass(frozen=True)
 class Asked:
-    """What a question adds to the answer of its diagnosis (`bot.ask.compose`): the question,
+    """What a question adds to the answer of its diagnosis (`bot.answering.ask.compose`): the question,
     whether it points at one card, its retrieval hits, the text for a question beside a
     healthy log, and the steps that tell its candidates apart (None: the diagnosis's own)."""
 

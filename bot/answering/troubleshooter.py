@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.agent.backends import AgentDeclined, LlmWatch
+from bot.answering.contract import Answer, LlmUse, resolve_lang
+from bot.answering.followup import FollowUp
 from bot.config import Settings
-from bot.contract import Answer, LlmUse, resolve_lang
 from bot.errors import NcclbotError
-from bot.followup import FollowUp
 
 if TYPE_CHECKING:
     from bot.diagnosis.engine import Diagnosis
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: (report, diagnosis) of a set of logs, as `bot.service.analyze_sources` returns them.
+#: (report, diagnosis) of a set of logs, as `bot.answering.analysis.analyze_sources` returns them.
 Analysis = tuple["LogReport", "Diagnosis"]
 Analyzer = Callable[[Sequence[str]], Analysis]
 #: `bot.agent.respond`'s signature (question, attachments, thread_id, settings, confirm, ...)
@@ -92,18 +92,19 @@ def deterministic(question: Question, analysis: Analysis | None, settings: Setti
     more = (*question.notes, *notes)
     lang = question.lang
     if question.samples:
-        from bot.service import answer_hang
+        from bot.answering.analysis import answer_hang
 
         return answer_hang(question.samples, settings,
                            resolve_lang("", lang) if lang == "auto" else lang,
                            notes=more, llm=llm)
     if question.text.strip():
-        from bot.ask import answer_question
+        from bot.answering.ask import answer_question
 
         return answer_question(question.text, lang=lang, settings=settings, analysis=analysis,
                                facts=dict(question.facts), notes=more, llm=llm)
     if analysis is not None:
-        from bot.service import answer_from_analysis, bundled_cards
+        from bot.answering.analysis import answer_from_analysis
+        from bot.answering.knowledge import bundled_cards
 
         report, diagnosis = analysis
         return answer_from_analysis(report, diagnosis, bundled_cards(),
@@ -118,8 +119,8 @@ def analyze_paths(paths: Sequence[str], settings: Settings | None = None, lang: 
                   facts: Mapping[str, str] | None = None) -> Answer:
     """`ncclbot analyze`'s answer for scripts and benchmarks: the logs (or `-`, stdin)
     analysed, then `deterministic` (bad input raises, as the CLI's)."""
+    from bot.answering.analysis import analyze_sources
     from bot.logs.sources import expand_inputs
-    from bot.service import analyze_sources
 
     question = Question("", tuple(paths), lang=lang, brief=False,
                         facts=tuple(sorted((facts or {}).items())))
@@ -141,11 +142,11 @@ def logs_fingerprint(paths: Sequence[str]) -> str:
 
 
 def make_analyzer(settings: Settings) -> Analyzer:
-    """Stream the logs through `bot.service.analyze_sources`, one analysis per core."""
+    """Stream the logs through `bot.answering.analysis.analyze_sources`, one analysis per core."""
 
     def analyze(paths: Sequence[str]) -> Analysis:
+        from bot.answering.analysis import analyze_sources
         from bot.logs.sources import expand_inputs
-        from bot.service import analyze_sources
 
         with ANALYSIS_SLOTS:
             return analyze_sources(expand_inputs(list(paths)), settings)
@@ -256,7 +257,7 @@ class Troubleshooter:
         opened on the first LLM answer (a deterministic answer never opens it)."""
         with self._store_lock:
             if self._agent_store is None:
-                from bot.threads import open_thread_store
+                from bot.state.threads import open_thread_store
 
                 self._agent_store = open_thread_store(self.settings)
             return self._agent_store
@@ -375,13 +376,13 @@ class Troubleshooter:
         """A short reply to a question asked in a thread that already has `previous`: the
         agent's (with its thread memory) when an LLM answers, else the sentences of the
         thread's answer and cards that address it. Never raises."""
-        from bot.followup import agent_follow_up, follow_up, question_lang
+        from bot.answering.followup import agent_follow_up, follow_up, question_lang
 
         lang = question_lang(question.text)
         try:
             if self.uses_llm:
                 return agent_follow_up(self.answer(question), lang)
-            from bot.service import bundled_cards
+            from bot.answering.knowledge import bundled_cards
 
             return follow_up(question.text, previous, {c.id: c for c in bundled_cards()})
         except Exception as exc:  # a failed reply is still a reply
@@ -395,10 +396,10 @@ class Troubleshooter:
         import time
 
         t0 = time.monotonic()
+        from bot.answering.knowledge import bundled_cards, bundled_index
         from bot.logs.analyze import analyzer_for
         from bot.memory.runtime import index_for
         from bot.retrieval.search import get_retriever
-        from bot.service import bundled_cards, bundled_index
 
         cards = list(bundled_cards())
         analyzer_for(cards, self.settings.cache_dir)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from bot.db import Database, SqliteDatabase, open_database
+from bot.state.db import Database, SqliteDatabase, open_database
 
 if TYPE_CHECKING:
     from bot.config import Settings
