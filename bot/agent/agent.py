@@ -225,7 +225,7 @@ def _confirm(ctx: ToolContext, confirm: ConfirmProbe | None,
         except Exception as exc:  # noqa: BLE001 - a failed prompt is a refusal
             notes.append(f"probe confirmation failed ({exc}); not run")
             said = False
-        ok = said is True
+        ok = not isinstance(said, str) and bool(said)
         if isinstance(said, str):
             why_not.setdefault(said, []).append(f"{prop['preset']} on {prop['node']}")
         prop["status"] = "confirmed" if ok else "declined"
