@@ -64,7 +64,21 @@ def _split_import(m: re.Match[str]) -> str:
                      for mod, ns in sorted(by_module.items()))
 
 
+#: what the knowledge module also holds (imported there), for `import bot.service as s`
+KNOWLEDGE_ALSO = {"IncidentIndex", "QuestionIndex", "load_cards", "load_incidents",
+                  "card_files", "incident_files", "KnowledgeError"}
+_IMPORT_SERVICE = re.compile(r"^(?P<ind>[ \t]*)import bot\.service as (?P<alias>\w+)", re.MULTILINE)
+
+
+def _whole_module(m: re.Match[str], text: str) -> str:
+    """`import bot.service as s`: the knowledge module when every `s.<name>` is its."""
+    used = set(re.findall(rf"\b{m.group('alias')}\.(\w+)", text))
+    mod = KNOWLEDGE if used and used <= KNOWLEDGE_NAMES | KNOWLEDGE_ALSO else ANALYSIS
+    return f"{m.group('ind')}import {mod} as {m.group('alias')}"
+
+
 def rewrite(text: str) -> str:
+    text = _IMPORT_SERVICE.sub(lambda m: _whole_module(m, text), text)
     text = _FROM_SERVICE.sub(_split_import, text)
     text = re.sub(r"(?<![\w.])bot\.service\.(\w+)", lambda m: f"{where(m.group(1))}.{m.group(1)}",
                   text)

@@ -119,7 +119,7 @@ def test_cards_are_documents_too_and_never_excluded() -> None:
 
 
 def test_knowledge_is_kept_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatch) -> None:
-    import bot.answering.analysis as service
+    import bot.answering.knowledge as service
 
     service.knowledge_for.cache_clear()
     cards, index = service.knowledge_for(tmp_path)
