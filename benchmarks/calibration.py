@@ -58,7 +58,7 @@ MODES = ("analyze", "ask --log", "ask")
 def collect(test: Sequence[Incident], train: Sequence[Incident], reports: dict, cards: list,
             retriever: object, distinctive: set[str]) -> list[Outcome]:
     """Each test case answered three ways with indexes of `train` only."""
-    from bot.ask import DISTINCTIVE_DF, compose_diagnosis  # noqa: F401
+    from bot.answering.ask import DISTINCTIVE_DF, compose_diagnosis  # noqa: F401
     from bot.diagnosis.asked import QuestionIndex
 
     index = IncidentIndex(train, cards)
@@ -140,9 +140,9 @@ def eval_folder(folder: Path) -> dict[str, dict[str, WordStats]]:
     """Real cases never tuned on (`../shared/eval/cases`): per mode (analyze, ask en, ask
     zh), per certainty word of the leading cause, how often it was right."""
     from benchmarks.eval_cases import folder_cases
-    from bot.ask import answer_question
+    from bot.answering.ask import answer_question
+    from bot.answering.troubleshooter import analyze_paths
     from bot.config import Settings
-    from bot.service import analyze_paths
 
     said: dict[str, list[tuple[str, bool]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -229,10 +229,10 @@ def main() -> None:
                     help="the questions' dense retrieval results, kept between runs")
     args = ap.parse_args()
 
-    from bot.ask import DISTINCTIVE_DF
+    from bot.answering.ask import DISTINCTIVE_DF
+    from bot.answering.knowledge import bundled_cards
     from bot.config import load_settings
     from bot.retrieval.search import get_retriever
-    from bot.service import bundled_cards
 
     cards = list(bundled_cards())
     files = sorted(args.incidents.glob("*.yaml")) if args.incidents else None

@@ -133,7 +133,7 @@ def run_split_ask(test: Sequence[Incident], train: Sequence[Incident],
                   distinctive: set[str]) -> list[CaseRun]:
     """`ask --log`: each test incident that has a question, its question beside its log,
     with a nearest-incident and a question index of `train` only."""
-    from bot.ask import compose_diagnosis
+    from bot.answering.ask import compose_diagnosis
     from bot.diagnosis.asked import QuestionIndex
 
     index = IncidentIndex(train, cards)
@@ -266,7 +266,7 @@ def main() -> None:
                     help="the questions' dense retrieval results, kept between runs")
     args = ap.parse_args()
 
-    from bot.service import bundled_cards
+    from bot.answering.knowledge import bundled_cards
 
     cards = list(bundled_cards())
     files = sorted(args.incidents.glob("*.yaml")) if args.incidents else None
@@ -290,7 +290,7 @@ def main() -> None:
         results["SEALED [analyze]"] = (run_split(sealed, dev, reports, cards, questions), sealed)
     if args.ask:
         from benchmarks.calibration import cache_dense
-        from bot.ask import DISTINCTIVE_DF
+        from bot.answering.ask import DISTINCTIVE_DF
         from bot.config import load_settings
         from bot.retrieval.search import get_retriever
 

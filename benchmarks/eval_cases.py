@@ -80,9 +80,9 @@ def folder_cases(folder: Path) -> list[dict]:
 
 def run_folder(cases: list[dict], modes: tuple[str, ...]) -> dict[str, tuple[int, int, int]]:
     """(cases, top-1, top-3) per mode: `analyze` on the log; `ask en|zh` with the question."""
-    from bot.ask import answer_question
+    from bot.answering.ask import answer_question
+    from bot.answering.troubleshooter import analyze_paths
     from bot.config import Settings
-    from bot.service import analyze_paths
 
     out: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +114,7 @@ def question_scores(dev: list, sealed: list, cards: list, folds: int,
     """Log-less accuracy on the incidents' own questions (English and Chinese): each question
     answered by `ask` with a question index built without its fold (dev), or of all of dev
     (sealed). Returns a Score per (language, weight)."""
-    from bot.ask import DISTINCTIVE_DF, compose
+    from bot.answering.ask import DISTINCTIVE_DF, compose
     from bot.config import load_settings
     from bot.diagnosis.asked import QuestionIndex
     from bot.diagnosis.evaluate import fold_of, judge
@@ -163,7 +163,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    from bot.service import bundled_cards
+    from bot.answering.knowledge import bundled_cards
 
     cards = list(bundled_cards())
     files = sorted(args.incidents.glob("*.yaml")) if args.incidents else None
@@ -215,7 +215,7 @@ def main() -> None:
             if args.by_category and m == "fused" and not args.json:
                 print("\n".join(per_category({"fused": s})))
     if args.questions:
-        from bot.ask import ASKED_WEIGHT
+        from bot.answering.ask import ASKED_WEIGHT
 
         weights = (0.0, 0.5, 0.9, 1.2, 1.5, 2.0, 3.0) if args.tune else (0.0, ASKED_WEIGHT)
         for label, score in question_scores(dev, sealed, cards, args.folds, weights,

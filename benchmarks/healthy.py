@@ -1,7 +1,7 @@
 """Healthy logs: does ncclbot stay quiet on jobs that ran fine? (issues 25 and 29)
 
 For every real log in `knowledge/healthy/` (a job that ran fine, `index.yaml` says where it
-comes from) this runs the path of `ncclbot analyze --json` (`bot.service.analyze_sources`,
+comes from) this runs the path of `ncclbot analyze --json` (`bot.answering.analysis.analyze_sources`,
 the same function the CLI calls) and, with `--ask` when the retrieval extra is importable,
 the path of `ncclbot ask "is anything wrong here?" --log FILE` (`Troubleshooter.answer`, as
 the CLI calls it, deterministic: no LLM). Per log it prints the verdict, the leading
@@ -50,13 +50,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bot.answering.analysis import analyze_sources  # noqa: E402
+from bot.answering.knowledge import knowledge_for  # noqa: E402
 from bot.diagnosis.engine import Diagnosis  # noqa: E402
 from bot.diagnosis.nearest import category_votes, split_local  # noqa: E402
 from bot.diagnosis.rules import RULES, flight_recorder  # noqa: E402
 from bot.logs.model import INFO_KINDS, LogReport  # noqa: E402
 from bot.logs.salient import reports_failure  # noqa: E402
 from bot.logs.sources import expand_inputs  # noqa: E402
-from bot.service import analyze_sources, knowledge_for  # noqa: E402
 
 HEALTHY = ROOT / "knowledge" / "healthy"
 QUESTION = "is anything wrong here?"
@@ -131,8 +132,8 @@ def run_analyze(path: Path) -> Row:
 
 
 def run_ask(path: Path, row: Row) -> None:
+    from bot.answering.troubleshooter import Question, Troubleshooter
     from bot.config import load_settings
-    from bot.troubleshooter import Question, Troubleshooter
 
     answer = Troubleshooter(load_settings(None)).answer(
         Question(QUESTION, (str(path),), lang="en"), strict=True, llm=False)

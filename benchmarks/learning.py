@@ -109,13 +109,14 @@ def family_weights(logs: list[Path], weights: tuple[float, ...] = (0.3, 0.6, 0.7
                    ) -> dict[str, int]:
     """Top-1 on the family's other runs, the first one resolved, at each local weight (the
     same diagnosis, in-process)."""
+    from bot.answering.analysis import analyze_sources
+    from bot.answering.knowledge import bundled_cards, bundled_index
     from bot.config import load_settings
     from bot.diagnosis.engine import Fusion, diagnose
     from bot.logs.sources import expand_inputs
     from bot.memory import runtime
     from bot.memory.capture import read_lines
     from bot.memory.model import capture
-    from bot.service import analyze_sources, bundled_cards, bundled_index
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(data_dir=Path(tmp))
@@ -158,12 +159,12 @@ def resolve_through_form(bot: Any, message: dict[str, Any], click: Any) -> None:
 # -- 2. prequential replay of the corpus ---------------------------------------------------
 
 def replay(weights: tuple[float, ...] = (0.3, 0.6, 0.9)) -> dict[str, Any]:
+    from bot.answering.knowledge import bundled_cards, bundled_incidents
     from bot.diagnosis.engine import Fusion, diagnose
     from bot.diagnosis.evaluate import analyze_incidents, thread_of
     from bot.diagnosis.nearest import IncidentIndex, LocalIndex, WithLocal, local_doc
     from bot.knowledge.incidents import load_sealed
     from bot.memory.model import LocalIncident, ResolvedBy
-    from bot.service import bundled_cards, bundled_incidents
 
     cards = list(bundled_cards())
     sealed = set(load_sealed().ids) if load_sealed() else set()
@@ -220,10 +221,11 @@ def cost_one(size: int) -> dict[str, Any]:
     of five more, and the answer after one more resolution (the index follows it)."""
     import random
 
+    from bot.answering.knowledge import bundled_incidents
+    from bot.answering.troubleshooter import analyze_paths
     from bot.config import load_settings
     from bot.memory import runtime
     from bot.memory.model import capture
-    from bot.service import analyze_paths, bundled_incidents
 
     rng = random.Random(size)
     log = ROOT / "tests" / "fixtures" / "logs" / "memory" / "shardstore-w3-r2-s4.log"

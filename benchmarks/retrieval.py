@@ -56,9 +56,9 @@ def main() -> None:
     args = ap.parse_args()
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="ncclbot-bench-")
 
+    from bot.answering.knowledge import bundled_cards
     from bot.config import Settings
     from bot.retrieval.search import get_retriever
-    from bot.service import bundled_cards
 
     sets = load_queries()
     queries = [q for rows in sets.values() for q in rows]

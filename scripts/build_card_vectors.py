@@ -17,10 +17,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bot.answering.knowledge import bundled_cards  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.retrieval.dense import make_embedder  # noqa: E402
 from bot.retrieval.index import SHIPPED, chunks  # noqa: E402
-from bot.service import bundled_cards  # noqa: E402
 
 
 def main() -> None:

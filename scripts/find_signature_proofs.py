@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bot.answering.knowledge import bundled_cards, bundled_incidents  # noqa: E402
 from bot.knowledge.cards import healthy_logs  # noqa: E402
 from bot.knowledge.signatures import measure  # noqa: E402
-from bot.service import bundled_cards, bundled_incidents  # noqa: E402
 from scripts.verify_quotes import MIRROR, _site_packages, library_strings  # noqa: E402
 
 META = re.compile(r"\\[dDsSwWbB]|\\.|\[[^\]]*\]|\([^()]*\)[?*+]?|[.^$|?*+(){}]")

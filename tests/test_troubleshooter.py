@@ -10,9 +10,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from bot.answering.contract import Answer, answer_schema, decide_verdict
+from bot.answering.troubleshooter import Question, Troubleshooter, make_analyzer
 from bot.config import load_settings
-from bot.contract import Answer, answer_schema, decide_verdict
-from bot.troubleshooter import Question, Troubleshooter, make_analyzer
 from tests.conftest import ROOT
 
 SAMPLE = ROOT / "examples" / "sample-8rank-oom.log"
@@ -85,7 +85,7 @@ def test_a_hung_or_unreachable_llm_trips_the_breaker(tmp_path: Path) -> None:
     once, deterministic, saying why; after the cool-down it is tried again."""
     pytest.importorskip("langchain_openai")
     from bot.agent import respond as real_respond
-    from bot.troubleshooter import CircuitBreaker
+    from bot.answering.troubleshooter import CircuitBreaker
 
     calls: list[str] = []
 

@@ -79,8 +79,8 @@ def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: boo
 
 def judge(where: Path, plan: Plan) -> dict[str, object]:
     """Category right, culprit right (the rank, or any rank/host of the faulty node)."""
+    from bot.answering.analysis import analyze_sources
     from bot.logs.sources import expand_inputs
-    from bot.service import analyze_sources
 
     shape = SHAPES[plan.shape]
     _report, diagnosis = analyze_sources(expand_inputs([str(where)]))

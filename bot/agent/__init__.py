@@ -1,9 +1,10 @@
 """The optional LLM agent: tool calling, grounded and validated answers, redaction.
 
 `respond(question, attachments=(), thread_id=None, settings=None, confirm_probe=None)`
-is the entry point for the Slack app and `ncclbot ask`. Importing this package is
-cheap: LangChain is imported only when `respond` runs with a provider configured.
-Conversation state: `bot.threads.InMemoryThreadStore` (the default), `SqliteThreadStore(path)`
+is the entry point for the Troubleshooter (`bot.answering.troubleshooter`), which alone decides
+whether an LLM answers and builds the deterministic answer when the agent declines.
+Importing this package is cheap: LangChain is imported only when `respond` runs.
+Conversation state: `bot.state.threads.InMemoryThreadStore` (the default), `SqliteThreadStore(path)`
 or `open_thread_store(settings)` (SQLite or PostgreSQL), passed as `store=`.
 """
 
@@ -13,11 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.agent.backends import AgentDeclined
+
 if TYPE_CHECKING:
-    from bot.agent.backends import LazyAnalysis
     from bot.agent.models import ConfirmProbe
+    from bot.answering.contract import Answer
     from bot.config import Settings
-    from bot.contract import Answer
+
+__all__ = ["LLM_EXTRA", "AgentDeclined", "respond"]
 
 #: Top-level modules of the `llm` extra; without them the agent cannot run.
 LLM_EXTRA = frozenset({"langchain", "langchain_core", "langgraph", "langchain_openai",
@@ -26,27 +30,19 @@ LLM_EXTRA = frozenset({"langchain", "langchain_core", "langgraph", "langchain_op
 
 def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: str | None = None,
             settings: Settings | None = None, confirm_probe: ConfirmProbe | None = None,
-            **kwargs: Any) -> Answer:
-    """The `Answer` (with "explanation", "notes" and "llm").
-
-    Without a configured provider, without the `llm` extra, or when the LLM fails, times
-    out or cannot ground its answer: the deterministic answer of `bot.ask.answer_question`,
-    with a note saying why. `confirm_probe(proposal) -> bool` is asked before any proposed
-    probe runs. Keyword-only extras: lang (en, zh, both, auto), model (a chat model),
-    store (ThreadStore), nodes (NodeBackend), on_request (sees every redacted
-    message list sent to the model), analyze (the log analysis, for tests), analysis (the
-    attachments' analysis already made: the deterministic answer reuses it).
+            **kwargs: Any) -> Answer | AgentDeclined:
+    """The agent's `Answer` (with "explanation", "notes" and "llm"), or `AgentDeclined`
+    saying why it could not answer: no provider configured, the `llm` extra not installed,
+    the LLM failing, too slow or unable to ground its answer. Whether to ask the agent at
+    all is the Troubleshooter's decision, and so is the answer given instead.
+    `confirm_probe(proposal) -> bool | str` is asked before any proposed probe runs (a
+    string: declined, and why). Keyword-only extras: lang (en, zh, both, auto), model (a
+    chat model), store (ThreadStore), nodes (NodeBackend), on_request (sees every redacted
+    message list sent to the model), analyze (the log analysis, for tests), watch (LlmWatch).
     """
     from bot.config import load_settings
-    from bot.troubleshooter import llm_configured
 
     settings = settings or load_settings()
-    lang = kwargs.get("lang", "both")
-    if not llm_configured(settings) and kwargs.get("model") is None:
-        from bot.agent.backends import DETERMINISTIC, NO_PROVIDER
-
-        return _deterministic(question, attachments, settings, lang,
-                              f"{NO_PROVIDER}; {DETERMINISTIC}", kwargs.get("analysis"))
     try:
         from bot.agent.agent import respond as run
     except ModuleNotFoundError as exc:
@@ -54,17 +50,7 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
             raise
         from bot.agent.backends import DETERMINISTIC
 
-        return _deterministic(question, attachments, settings, lang,
-                              f"LLM unavailable (the `llm` extra is not installed: no module "
-                              f"{exc.name!r}; pip install 'ncclbot[llm]'); {DETERMINISTIC}",
-                              kwargs.get("analysis"))
+        return AgentDeclined((f"LLM unavailable (the `llm` extra is not installed: no module "
+                              f"{exc.name!r}; pip install 'ncclbot[llm]'); {DETERMINISTIC}",),
+                             tuple(str(p) for p in attachments))
     return run(question, attachments, thread_id, settings, confirm_probe, **kwargs)
-
-
-def _deterministic(question: str, attachments: Sequence[str | Path], settings: Settings,
-                   lang: str, note: str, analysis: LazyAnalysis | None = None) -> Answer:
-    """No usable LLM: the deterministic answer, without importing LangChain."""
-    from bot.agent.backends import fallback_answer
-
-    return fallback_answer(question, [str(p) for p in attachments], lang, settings, [note],
-                           analysis)

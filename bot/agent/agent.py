@@ -1,8 +1,8 @@
-"""One answer from the LLM agent: run, validate, compose; the deterministic answer otherwise.
+"""One answer from the LLM agent: run, validate, compose; `AgentDeclined` otherwise.
 
 Whatever goes wrong with the LLM (not configured, unreachable, too slow, over its token
-budget, out of tool rounds, malformed or ungrounded answer) the caller gets the
-deterministic answer with a note saying why.
+budget, out of tool rounds, malformed or ungrounded answer) the caller gets
+`AgentDeclined` with notes saying why; the Troubleshooter answers deterministically.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from bot.agent.attachments import learn_attachment_names
 from bot.agent.backends import (
     DETERMINISTIC,
     NO_PROVIDER,
+    AgentDeclined,
     ClientNodeBackend,
-    LazyAnalysis,
+    LlmWatch,
     NodeBackend,
-    fallback_answer,
     inventory_names,
     load_nodes,
 )
@@ -41,14 +41,12 @@ from bot.agent.providers import (
 )
 from bot.agent.redact import Redactor
 from bot.agent.validate import NodeNames, Outcome, validate_answer
-from bot.ask import resolve_lang
+from bot.answering.contract import Answer, LlmUse, ProbeRun, SimilarIncident, resolve_lang
+from bot.answering.knowledge import bundled_cards
 from bot.config import Settings, load_settings
-from bot.contract import Answer, LlmUse, ProbeRun, SimilarIncident
 from bot.errors import NcclbotError
 from bot.knowledge.taxonomy import category_ids
-from bot.service import bundled_cards
-from bot.threads import InMemoryThreadStore, ThreadState, ThreadStore, Turn
-from bot.troubleshooter import LlmWatch
+from bot.state.threads import InMemoryThreadStore, ThreadState, ThreadStore, Turn
 from tools.registry import TOOLS
 
 #: The whole answer may take this many per-call timeouts and per-call token caps.
@@ -72,11 +70,11 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
             store: ThreadStore | None = None, nodes: NodeBackend | None = None,
             on_request: Callable[[list[BaseMessage]], None] | None = None,
             analyze: Analyze | None = None,
-            analysis: LazyAnalysis | None = None, watch: LlmWatch | None = None) -> Answer:
-    """Answer `question` (with log attachments) through the LLM agent; see bot.agent.
-    `analysis`: the attachments' analysis, already made (the fallback answer reuses it);
-    `watch`: told of each request and response (a caller that stopped waiting abandons
-    it: no further calls, and the thread's state is left as it was)."""
+            watch: LlmWatch | None = None) -> Answer | AgentDeclined:
+    """Answer `question` (with log attachments) through the LLM agent, or say why not
+    (`AgentDeclined`); see bot.agent. `watch`: told of each request and response (a caller
+    that stopped waiting abandons it: no further calls, and the thread's state is left as
+    it was)."""
     settings = settings or load_settings()
     lang = resolve_lang(question, lang)
     store = store if store is not None else default_store()
@@ -85,16 +83,15 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
         state.attachments[Path(p).name] = str(p)
     all_paths = list(dict.fromkeys(state.attachments.values()))
     redactor = Redactor(settings.redact_hosts, state.placeholders)
-    if set(all_paths) != {str(p) for p in attachments}:
-        analysis = None  # made of this turn's logs only, not the thread's
 
-    def finish_fallback(notes: list[str]) -> Answer:
-        answer = fallback_answer(question, all_paths, lang, settings, notes, analysis)
-        if watch is None or not watch.abandoned.is_set():
+    def finish_fallback(notes: list[str]) -> AgentDeclined:
+        def record(summary: str) -> None:
             state.placeholders = redactor.mapping
-            state.turns.append(Turn(question=question, summary=answer.summary))
+            state.turns.append(Turn(question=question, summary=summary))
             store.put(state)
-        return answer
+
+        waited = watch is None or not watch.abandoned.is_set()
+        return AgentDeclined(tuple(notes), tuple(all_paths), record if waited else None)
 
     try:
         chat = model if model is not None else make_chat_model(settings)
@@ -146,20 +143,19 @@ def respond(question: str, attachments: Sequence[str | Path] = (), thread_id: st
     _merge_probes(state, final.probes)
     probe_runs = _confirm(ctx, confirm_probe, notes)
     suspects = [s for found in state.analyses.values() for s in found.suspects]
-    answer = compose_answer(final, cards, lang, suspects=suspects, notes=notes,
-                            proposals=state.proposals)
     seen: dict[str, SimilarIncident] = {}
     for found in state.analyses.values():
         for inc in found.similar_incidents:
             seen.setdefault(inc.source, inc)
-    answer = answer.model_copy(update={
-        "similar_incidents": sorted(seen.values(), key=lambda i: -i.score)[:3],
-        "probe_results": probe_runs,
-        "llm": LlmUse(used=True, model=getattr(chat, "model_name", None)
-                      or getattr(chat, "model", None),
-                      tools=[redactor.restore_model(t) for t in ctx.trace],
-                      dropped=[redactor.restore_model(d) for d in outcome.dropped]),
-        "thread_id": thread_id})
+    answer = compose_answer(
+        final, cards, lang, suspects=suspects, notes=notes, proposals=state.proposals,
+        similar_incidents=sorted(seen.values(), key=lambda i: -i.score)[:3],
+        probe_results=probe_runs,
+        llm=LlmUse(used=True, model=getattr(chat, "model_name", None)
+                   or getattr(chat, "model", None),
+                   tools=[redactor.restore_model(t) for t in ctx.trace],
+                   dropped=[redactor.restore_model(d) for d in outcome.dropped]),
+        thread_id=thread_id)
     state.placeholders = redactor.mapping
     state.turns.append(Turn(question=question, explanation=final.explanation,
                             summary=answer.summary))
@@ -214,19 +210,25 @@ def _merge_probes(state: ThreadState, probes: Sequence[ProbeSuggestion]) -> None
 
 def _confirm(ctx: ToolContext, confirm: ConfirmProbe | None,
              notes: list[str]) -> list[ProbeRun]:
-    """Ask a person about each new proposal; run only the confirmed ones."""
+    """Ask a person about each new proposal; run only the confirmed ones. The proposals
+    declined for the same reason are one note: "probe not run (P on N, ...): reason"."""
     results = []
+    why_not: dict[str, list[str]] = {}
     proposals = ctx.state.proposals
     for i, prop in enumerate(proposals):
         if prop.status != "proposed" or confirm is None:
             continue
         try:
-            ok = bool(confirm(prop))
+            said = confirm(prop)
         except Exception as exc:  # noqa: BLE001 - a failed prompt is a refusal
             notes.append(f"probe confirmation failed ({exc}); not run")
-            ok = False
+            said = False
+        ok = not isinstance(said, str) and bool(said)
+        if isinstance(said, str):
+            why_not.setdefault(said, []).append(f"{prop.preset} on {prop.node}")
         proposals[i] = prop.model_copy(update={"status": "confirmed" if ok else "declined"})
         if ok:
             result = ctx.nodes.run(prop.node, "probe", dict(prop.params))
             results.append(ProbeRun(node=prop.node, preset=prop.preset, result=result))
+    notes += [f"probe not run ({', '.join(probes)}): {why}" for why, probes in why_not.items()]
     return results

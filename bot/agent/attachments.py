@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from bot.agent.backends import Analysis
 from bot.agent.context import ToolContext, invocation
 from bot.agent.models import CauseFound, LogAnalysis
-from bot.answer import similar_incidents
+from bot.answering.answer import similar_incidents
 from bot.config import Settings
 from bot.knowledge.cards import Card
 from tools.result import ToolResult
@@ -35,8 +35,8 @@ def find_attachment(ctx: ToolContext, name: str) -> tuple[str, str] | None:
 
 
 def _default_analyze(path: str, settings: Settings, cards: list[Card]) -> Analysis:
+    from bot.answering.analysis import analyze_sources
     from bot.logs.sources import expand_inputs
-    from bot.service import analyze_sources
 
     return analyze_sources(expand_inputs([path]), settings, cards)
 

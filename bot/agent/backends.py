@@ -1,5 +1,5 @@
-"""Thin adapters to the parts the agent calls: hybrid retrieval, the deterministic answer,
-the node inventory and node agents.
+"""Thin adapters to the parts the agent calls (hybrid retrieval, the node inventory and
+node agents) and what it gives back when it cannot answer (`AgentDeclined`).
 
 Nothing here falls back silently: a retrieval failure raises (the tool layer turns it
 into a tool error the model sees, with the invocation), and node access is an
@@ -8,11 +8,13 @@ injectable `NodeBackend` (tests pass recorded outputs) that returns results, nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import Settings
-from bot.contract import Answer, LlmUse
 from bot.errors import NcclbotError
 from tools.result import ToolResult
 
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from bot.logs.model import LogReport
     from bot.nodes.inventory import Inventory
     from bot.retrieval.search import Hit
+
+#: (report, diagnosis) of a set of logs, as `bot.answering.analysis.analyze_sources` makes them
+Analysis = tuple["LogReport", "Diagnosis"]
 
 
 def search_cards(query: str, k: int = 5, settings: Settings | None = None,
@@ -32,31 +37,50 @@ def search_cards(query: str, k: int = 5, settings: Settings | None = None,
     return search(query, k, log_diagnosis, settings=settings)
 
 
-#: (report, diagnosis) of a set of logs, as `bot.service.analyze_sources` returns them.
-Analysis = tuple["LogReport", "Diagnosis"]
-#: the analysis, made when first asked for (None without logs)
-LazyAnalysis = Callable[[], "Analysis | None"]
+@dataclass(frozen=True)
+class AgentDeclined:
+    """The agent could not answer (no provider, the `llm` extra missing, the LLM unreachable,
+    too slow, ungrounded...): why, as notes, each ending in "this is the deterministic
+    answer."; the logs the deterministic answer is to read (the thread's, which may be more
+    than this turn's); and `record(summary)`, which records the turn in the thread's memory
+    with the summary of the answer given instead (None when the caller stopped waiting).
+    The Troubleshooter builds that answer: the agent does not."""
+
+    notes: tuple[str, ...]
+    logs: tuple[str, ...] = ()
+    record: Callable[[str], None] | None = None
 
 
-def deterministic_answer(question: str, log_paths: Sequence[str] = (), lang: str = "both",
-                         settings: Settings | None = None,
-                         analysis: Analysis | None = None) -> Answer:
-    """The answer without an LLM: `bot.ask.answer_question` (over `analysis` when given)."""
-    from bot.ask import answer_question
+class LlmWatch:
+    """One LLM answer as its caller sees it: when its first request went out, whether a
+    response came back, and whether the caller stopped waiting (`abandon`). The guarded
+    chat model reports to it; an abandoned answer makes no further calls."""
 
-    return answer_question(question, log_paths=tuple(log_paths), lang=lang, settings=settings,
-                           analysis=analysis)
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.sent_at: float | None = None
+        self.answered = threading.Event()
+        self.abandoned = threading.Event()
 
+    def sending(self) -> None:
+        """A request is about to go out (raises once the caller has stopped waiting)."""
+        if self.abandoned.is_set():
+            raise TimeoutError("the caller stopped waiting for this answer")
+        if self.sent_at is None:
+            self.sent_at = self.clock()
 
-def fallback_answer(question: str, log_paths: Sequence[str], lang: str, settings: Settings,
-                    notes: Sequence[str], analysis: LazyAnalysis | None = None) -> Answer:
-    """The deterministic answer, marked as not from the LLM, with the notes saying why
-    (over `analysis()` when given, so the logs are not read again)."""
-    answer = deterministic_answer(question, log_paths, lang, settings,
-                                  analysis() if analysis is not None else None)
-    answer = answer.with_notes(*notes)
-    answer.llm = LlmUse(used=False)
-    return answer
+    def received(self) -> None:
+        self.answered.set()
+
+    def waiting_s(self) -> float:
+        """Seconds the first request has waited for its response (0 before it is sent,
+        and once it is answered)."""
+        if self.sent_at is None or self.answered.is_set():
+            return 0.0
+        return self.clock() - self.sent_at
+
+    def abandon(self) -> None:
+        self.abandoned.set()
 
 
 #: How every fallback note ends, and the note when no provider is configured.

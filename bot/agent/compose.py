@@ -10,14 +10,17 @@ from collections.abc import Mapping, Sequence
 
 from bot.agent.answer_model import AgentAnswer
 from bot.agent.models import ProbeProposal
-from bot.answer import card_brief
-from bot.contract import (
+from bot.answering.answer import card_brief
+from bot.answering.contract import (
     Answer,
     ChosenStep,
     DiagnosisOut,
     EvidenceLine,
+    LlmUse,
+    ProbeRun,
     ProbeSuggestion,
     RootCauseOut,
+    SimilarIncident,
     SuspectOut,
     decide_verdict,
     langs_of,
@@ -29,7 +32,12 @@ from bot.knowledge.taxonomy import category
 
 def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "both", *,
                    suspects: Sequence[SuspectOut] = (), notes: Sequence[str] = (),
-                   proposals: Sequence[ProbeProposal] = ()) -> Answer:
+                   proposals: Sequence[ProbeProposal] = (),
+                   similar_incidents: Sequence[SimilarIncident] = (),
+                   probe_results: Sequence[ProbeRun] = (), llm: LlmUse | None = None,
+                   thread_id: str | None = None) -> Answer:
+    """The `Answer`, built once: with the notes, the similar incidents the agent's log
+    analyses found, the probes run this turn, the `llm` field and the thread."""
     langs = langs_of(lang)
     root_causes = []
     for rc in answer.root_causes:
@@ -78,6 +86,10 @@ def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "
         suggested_probes=suggested,
         explanation=answer.explanation,
         notes=list(notes),
+        similar_incidents=list(similar_incidents),
+        probe_results=list(probe_results),
+        llm=llm,
+        thread_id=thread_id,
     )
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 from bot.agent.backends import Analysis, NodeBackend
 from bot.agent.redact import Redactor
+from bot.answering.contract import ToolCall
 from bot.config import Settings
-from bot.contract import ToolCall
 from bot.knowledge.cards import Card
-from bot.threads import ThreadState
+from bot.state.threads import ThreadState
 
 #: analyze(path, settings, cards) -> (LogReport, Diagnosis); injectable for tests.
 Analyze = Callable[[str, Settings, list[Card]], Analysis]

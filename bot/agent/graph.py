@@ -17,7 +17,7 @@ from bot.agent.answer_model import AgentAnswer, AnswerParseError, parse_answer, 
 from bot.agent.context import ToolContext, invocation
 from bot.agent.providers import GuardedChatModel
 from bot.agent.tools import call_tool, langchain_tools
-from bot.contract import ToolCall
+from bot.answering.contract import ToolCall
 from bot.knowledge.taxonomy import load_taxonomy
 from tools.registry import TOOLS
 

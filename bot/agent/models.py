@@ -3,7 +3,7 @@ probe proposals.
 
 They are models, not dicts, between modules; each is serialised only where it leaves:
 shown to the model (`for_model()`: JSON without empty fields) or stored with the thread
-(`bot.threads.ThreadState`, whose rows written as plain dicts by earlier versions still load:
+(`bot.state.threads.ThreadState`, whose rows written as plain dicts by earlier versions still load:
 the field names are the keys those dicts had).
 """
 
@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from bot.contract import EvidenceLine, InputSummary, SimilarIncident, SuspectOut
+from bot.answering.contract import EvidenceLine, InputSummary, SimilarIncident, SuspectOut
 
 
 class _Shown(BaseModel):
@@ -111,4 +111,5 @@ class ProbeProposal(BaseModel):
 
 
 #: asked before a proposed probe runs: whether a person confirmed it
-ConfirmProbe = Callable[[ProbeProposal], bool]
+#: True: run it; False: declined; a string: declined, and why (noted in the answer)
+ConfirmProbe = Callable[[ProbeProposal], "bool | str"]

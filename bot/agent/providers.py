@@ -23,9 +23,9 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field
 
+from bot.agent.backends import LlmWatch
 from bot.agent.redact import Redactor
 from bot.config import Settings
-from bot.troubleshooter import LlmWatch
 
 
 class ProviderError(RuntimeError):

@@ -21,7 +21,7 @@ from bot.agent.attachments import analyze_log, log_diagnoses
 from bot.agent.backends import error_text, load_nodes, search_cards
 from bot.agent.context import ToolContext, invocation
 from bot.agent.models import CardDetail, CardSummary, FoundCard, ProbeProposal
-from bot.contract import ToolCall
+from bot.answering.contract import ToolCall
 from bot.errors import NcclbotError
 from bot.knowledge.cards import Card
 from tools.params import ToolSpec

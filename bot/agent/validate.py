@@ -30,7 +30,7 @@ from bot.agent.answer_model import (
     RootCauseClaim,
 )
 from bot.agent.redact_rules import shaped_names
-from bot.contract import Dropped
+from bot.answering.contract import Dropped
 from bot.knowledge.cards import Card
 
 LineLookup = Callable[[str, int], "str | None"]

@@ -14,8 +14,8 @@ from bot.errors import NcclbotError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from bot.answering.contract import Answer
     from bot.config import Settings
-    from bot.contract import Answer
 
 app = typer.Typer(
     name="ncclbot",
@@ -134,18 +134,19 @@ def analyze(
 ) -> None:
     """Analyze crash logs and print the most likely root causes (one screen; --details for
     everything)."""
-    from bot.service import analyze_paths
+    from bot.answering.troubleshooter import Question, Troubleshooter
 
     facts = facts_from(fact)
-    answer = analyze_paths(files, settings_from(config), answer_lang(lang, as_json),
-                           facts=facts)
+    question = Question("", tuple(files), lang=answer_lang(lang, as_json), brief=False,
+                        facts=tuple(sorted(facts.items())))
+    answer = Troubleshooter(settings_from(config)).answer(question, llm=False, strict=True)
     emit(answer, as_json, details)
 
 
 @schema_app.command("answer")
 def schema_answer() -> None:
     """The JSON Schema of the answer that `analyze --json` and `ask --json` print."""
-    from bot.contract import answer_schema
+    from bot.answering.contract import answer_schema
 
     sys.stdout.write(json.dumps(answer_schema(), indent=2) + "\n")
 
@@ -179,7 +180,7 @@ def knowledge_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List the cards."""
-    from bot.service import bundled_cards
+    from bot.answering.knowledge import bundled_cards
 
     cards = [c for c in bundled_cards() if category is None or c.category == category]
     if as_json:
@@ -206,8 +207,8 @@ def knowledge_list(
 @knowledge_app.command("show")
 def knowledge_show(card_id: str, lang: LangOpt = "both") -> None:
     """Show one card."""
+    from bot.answering.knowledge import bundled_cards
     from bot.knowledge.show import render_card
-    from bot.service import bundled_cards
 
     render_card(card_id, list(bundled_cards()), _check_lang(lang), console())
 
@@ -223,9 +224,9 @@ def knowledge_signatures(
     real positive (an incident of its category, or a `proof` format string)."""
     from rich.markup import escape
 
+    from bot.answering.knowledge import bundled_cards, bundled_incidents
     from bot.knowledge.cards import healthy_logs
     from bot.knowledge.signatures import measure, summarize
-    from bot.service import bundled_cards, bundled_incidents
 
     healthy = healthy_logs()
     stats = measure(bundled_cards(), bundled_incidents(), healthy)

@@ -33,8 +33,8 @@ def check_link(url: str | None, what: str) -> str | None:
 
 def check_cause(category: str, card: str | None) -> None:
     """A known category, and a card of it (one line naming what is wrong otherwise)."""
+    from bot.answering.knowledge import bundled_cards
     from bot.knowledge.taxonomy import category_ids
-    from bot.service import bundled_cards
 
     if category not in category_ids():
         raise InputError(f"unknown category {category!r}; one of: "

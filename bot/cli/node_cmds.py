@@ -123,9 +123,9 @@ def hang_command() -> Callable[..., None]:
     spec = TOOLS["hang"]
 
     def hang(**kwargs: Any) -> None:
+        from bot.answering.troubleshooter import Question, Troubleshooter
         from bot.cli.main import _check_lang, emit, settings_from
         from bot.nodes.commands import hang_samples
-        from bot.service import answer_hang
 
         node, nodes, as_json = kwargs.pop("node"), kwargs.pop("nodes"), kwargs.pop("as_json")
         lang, config = _check_lang(kwargs.pop("lang")), kwargs.pop("config")
@@ -143,7 +143,8 @@ def hang_command() -> Callable[..., None]:
             raise NodeError("no sample of the job's ranks: " + "; ".join(errors),
                             hint="Run it where the job's ranks are (as root, or with "
                             "CAP_SYS_PTRACE), or name them with --pids.")
-        emit(answer_hang(samples, settings, lang).with_notes(*errors), as_json)
+        question = Question("", lang=lang, samples=tuple(samples), notes=tuple(errors))
+        emit(Troubleshooter(settings).answer(question, strict=True), as_json)
 
     params = [*options(spec),
               inspect.Parameter("node", _KW, annotation=str | None, default=typer.Option(

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 import typer
 
 if TYPE_CHECKING:
+    from bot.answering.contract import Answer
     from bot.config import Settings
-    from bot.contract import Answer
 
 
 def register(app: typer.Typer, serve_app: typer.Typer) -> None:
@@ -64,8 +64,8 @@ def register(app: typer.Typer, serve_app: typer.Typer) -> None:
         config: ConfigOpt = None,
     ) -> None:
         """Build or refresh the retrieval index (done automatically on first use)."""
+        from bot.answering.knowledge import bundled_cards
         from bot.retrieval.index import ensure_index
-        from bot.service import bundled_cards
 
         settings = settings_from(config)
         cards = list(bundled_cards())
@@ -85,14 +85,13 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
     (`why_not`). `extra` goes to `bot.agent.respond` (e.g. `nodes=`). Bad input raises
     (the CLI prints it in one line)."""
     from bot.agent.models import ProbeProposal
-    from bot.troubleshooter import Question, Troubleshooter
+    from bot.answering.troubleshooter import Question, Troubleshooter
 
-    declined: list[ProbeProposal] = []
-
-    def confirm(proposal: ProbeProposal) -> bool:
+    def confirm(proposal: ProbeProposal) -> bool | str:
         if not interactive:
-            declined.append(proposal)
-            return False
+            return (f"confirming it needs an interactive terminal ({why_not}); run `ncclbot "
+                    f"ask` in a terminal, or `ncclbot node probe --node {proposal.node}` "
+                    "yourself")
         return typer.confirm(f"Run the NCCL probe {proposal.preset!r} on node "
                              f"{proposal.node} now ({proposal.params})?",
                              default=False, err=True)
@@ -100,16 +99,8 @@ def agent_answer(question: str, logs: Sequence[str], lang: str, settings: "Setti
     with spooled_stdin(logs, settings.max_input_bytes) as paths:
         asked = Question(question, tuple(paths), lang=lang,
                          facts=tuple(sorted((facts or {}).items())))
-        answer = Troubleshooter(settings).answer(asked,
-                                                 confirm_probe=confirm, strict=True, **extra)
-    if declined:
-        probes = ", ".join(f"{p.preset} on {p.node}" for p in declined)
-        node = declined[0].node
-        answer = answer.with_notes(
-            f"probe not run ({probes}): confirming it needs an interactive terminal "
-            f"({why_not}); run `ncclbot ask` in a terminal, or `ncclbot node probe --node "
-            f"{node}` yourself")
-    return answer
+        return Troubleshooter(settings).answer(asked, confirm_probe=confirm, strict=True,
+                                               **extra)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bot.contract import DIAGNOSED_FROM, Verdict, decide_verdict
+from bot.answering.contract import DIAGNOSED_FROM, Verdict, decide_verdict
 from bot.diagnosis.facts import fact_evidence
 from bot.diagnosis.nearest import (
     LOCAL_WEIGHT,
@@ -205,7 +205,7 @@ class Diagnosis:
     #: the closest past incidents, best first (empty without a corpus)
     neighbours: list[Neighbour] = field(default_factory=list)
     #: the log's only evidence is the hang rule's inference from silence: not evidence of a
-    #: failure unless a person says the job hangs (`reports_hang`, see `bot.ask`)
+    #: failure unless a person says the job hangs (`reports_hang`, see `bot.answering.ask`)
     silence_only: bool = False
 
 
@@ -419,7 +419,7 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     # excerpts end after NCCL's set-up just the same (29 healthy logs: 8 were `unknown`). A
     # sign in the log that the job stopped was tried: nccl-tests' results header without a
     # row (NVIDIA/nccl-tests v2.19.6 src/util.cu) kept one real hang but also flagged one
-    # healthy excerpt; a person's words that it hangs do decide it (`bot.ask`).
+    # healthy excerpt; a person's words that it hangs do decide it (`bot.answering.ask`).
     observed = any(not s.from_silence for s in log_sigs)
     silence_only = any(s.from_silence for s in log_sigs) and not observed \
         and not report.shows_failure

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.contract import SuspectOut
+from bot.answering.contract import SuspectOut
 from bot.logs.extract import GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 

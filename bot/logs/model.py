@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.contract import EvidenceLine, InputFile, InputSummary
+from bot.answering.contract import EvidenceLine, InputFile, InputSummary
 from bot.logs.flight_recorder import FrFinding
 from bot.logs.salient import SalientLines
 from bot.logs.sources import SourceStats

@@ -1,12 +1,11 @@
 """What the MCP tools do, without MCP: each a thin call into what the CLI and Slack use.
 
-- `analyze_logs`: `bot.service.analyze_paths` (the `ncclbot analyze --json` answer);
-- `ask`, `similar_incidents`: one `Troubleshooter.answer` (as `ncclbot ask`);
+- `analyze_logs`, `ask`, `similar_incidents`, `node_hang`: one `Troubleshooter.answer` (as
+  `ncclbot analyze --json`, `ncclbot ask` and `ncclbot node hang`);
 - `search_knowledge`, `get_card`: the LLM agent's own tools (`bot.agent.tools`);
 - node diagnostics: `tools.registry.run_local` here, or the signed node client through
   Slack's `NodeRunner` (`bot.slack.nodes.make_runner`) with its target checks, rate limits
-  and one-diagnostic-per-node rule, each call written to the bot's audit trail;
-  `node_hang` triangulates with `bot.service.answer_hang` like `ncclbot node hang`.
+  and one-diagnostic-per-node rule, each call written to the bot's audit trail.
 
 Everything that leaves goes through one `Redactor` (`bot.agent.redact`: secrets always;
 host names, IPs and users too with NCCLBOT_REDACT_HOSTS, as for an LLM, since the caller
@@ -30,18 +29,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.agent.models import ProbeProposal
 from bot.agent.redact import Redactor
+from bot.answering.contract import Answer, SimilarIncident
 from bot.config import Settings
-from bot.contract import Answer, SimilarIncident
 from bot.errors import InputError, NcclbotError
 from tools.registry import TOOLS
 from tools.result import ToolResult
 
 if TYPE_CHECKING:
     from bot.agent.context import ToolContext
+    from bot.answering.troubleshooter import Troubleshooter
     from bot.slack.nodes import NodeRunner
     from bot.slack.ratelimit import Limits
     from bot.slack.store import Store
-    from bot.troubleshooter import Troubleshooter
 
 log = logging.getLogger("ncclbot.mcp")
 
@@ -213,7 +212,7 @@ class Backend:
     def analyze_logs(self, paths: Sequence[str] | None, logs: Sequence[LogText] | None,
                      lang: AnswerLang = "both") -> Answer:
         """`ncclbot analyze --json` on paths and pasted logs (Flight Recorder dumps too)."""
-        from bot.service import analyze_paths
+        from bot.answering.troubleshooter import Question
 
         if not paths and not logs:
             return self.answer_out(Answer.error(
@@ -221,7 +220,8 @@ class Backend:
                 "`logs` (text)"))
         try:
             with self.inputs(paths, logs) as files:
-                answer = analyze_paths(files, self.settings, lang)
+                answer = self.troubleshooter().answer(
+                    Question("", tuple(files), lang=lang, brief=False), llm=False, strict=True)
         except NcclbotError as exc:
             answer = Answer.error(exc.message, exc.hint)
         return self.answer_out(answer)
@@ -229,7 +229,7 @@ class Backend:
     def troubleshooter(self) -> Troubleshooter:
         with self._lazy_lock:
             if self._troubleshooter is None:
-                from bot.troubleshooter import Troubleshooter
+                from bot.answering.troubleshooter import Troubleshooter
 
                 self._troubleshooter = Troubleshooter(self.settings)
             return self._troubleshooter
@@ -238,7 +238,7 @@ class Backend:
             logs: Sequence[LogText] | None = None, lang: AskLang = "both") -> Answer:
         """`ncclbot ask --json`: the Troubleshooter's answer (the LLM agent's when one is
         configured). A probe the agent proposes is never run from here: it stays a note."""
-        from bot.troubleshooter import Question
+        from bot.answering.troubleshooter import Question
 
         if not question.strip():
             return self.answer_out(Answer.error("the question is empty"))
@@ -246,11 +246,9 @@ class Backend:
             return self.answer_out(Answer.error(
                 f"`ask` needs the retrieval extra ({missing} is not installed): pip install "
                 "'ncclbot[retrieval]'", "analyze_logs works without it."))
-        declined: list[ProbeProposal] = []
-
-        def confirm(proposal: ProbeProposal) -> bool:
-            declined.append(proposal)
-            return False
+        def confirm(proposal: ProbeProposal) -> str:
+            return ("call `node_probe` (a server started with --allow-probes for an on-call "
+                    f"user) or run `ncclbot node probe --node {proposal.node}` yourself")
 
         try:
             with self.inputs(paths, logs) as files:
@@ -259,12 +257,6 @@ class Backend:
                     confirm_probe=confirm)
         except NcclbotError as exc:
             answer = Answer.error(exc.message, exc.hint)
-        if declined:
-            what = ", ".join(f"{p.preset} on {p.node}" for p in declined)
-            answer = answer.with_notes(
-                f"probe proposed, not run ({what}): call `node_probe` (a server started with "
-                "--allow-probes for an on-call user) or run `ncclbot node probe --node "
-                f"{declined[0].node}` yourself")
         return self.answer_out(answer)
 
     def similar_incidents(self, question: str | None, paths: Sequence[str] | None,
@@ -283,8 +275,8 @@ class Backend:
     def _tool_context(self, lang: str) -> ToolContext:
         from bot.agent.backends import ClientNodeBackend
         from bot.agent.context import ToolContext
-        from bot.service import bundled_cards
-        from bot.threads import ThreadState
+        from bot.answering.knowledge import bundled_cards
+        from bot.state.threads import ThreadState
 
         return ToolContext(settings=self.settings, cards={c.id: c for c in bundled_cards()},
                            state=ThreadState(), redactor=Redactor(hosts=False),
@@ -319,26 +311,26 @@ class Backend:
 
     def card_json(self, card_id: str) -> str | None:
         """One card, both languages, as JSON (None when there is no such card)."""
-        from bot.service import bundled_cards
+        from bot.answering.knowledge import bundled_cards
 
         card = next((c for c in bundled_cards() if c.id == card_id), None)
         return None if card is None else self._json_out(card.model_dump(mode="json"))
 
     def incident_json(self, incident_id: str) -> str | None:
         """One incident of the bundled corpus as JSON (None when there is none)."""
-        from bot.service import bundled_incidents
+        from bot.answering.knowledge import bundled_incidents
 
         inc = next((i for i in bundled_incidents() if i.id == incident_id), None)
         return None if inc is None else self._json_out(inc.model_dump(mode="json"))
 
     def card_index(self) -> str:
-        from bot.service import bundled_cards
+        from bot.answering.knowledge import bundled_cards
 
         return self._json_out([{"id": c.id, "category": c.category, "title": c.title.en,
                                 "uri": f"ncclbot://cards/{c.id}"} for c in bundled_cards()])
 
     def incident_index(self) -> str:
-        from bot.service import bundled_incidents
+        from bot.answering.knowledge import bundled_incidents
 
         return self._json_out([{"id": i.id, "category": i.category, "title": i.title,
                                 "source": str(i.source), "uri": f"ncclbot://incidents/{i.id}"}
@@ -452,8 +444,8 @@ class Backend:
                   lang: AnswerLang = "both") -> Answer:
         """`ncclbot node hang [--nodes ...]`: every rank's stack, Flight Recorder and RAS of
         a stuck job, here or on each node's agent, triangulated into one answer."""
+        from bot.answering.troubleshooter import Question
         from bot.nodes.hang import gather, read_sample
-        from bot.service import answer_hang
         from bot.slack.nodes import NODE_NAME, expand_nodes
         from tools.registry import run_local
 
@@ -491,4 +483,5 @@ class Backend:
                 "no sample of the job's ranks: " + "; ".join(errors),
                 None if names else "Run it where the job's ranks are (as root, or with "
                 "CAP_SYS_PTRACE), or name them with pids."))
-        return self.answer_out(answer_hang(samples, self.settings, lang).with_notes(*errors))
+        return self.answer_out(self.troubleshooter().answer(
+            Question("", lang=lang, samples=tuple(samples), notes=tuple(errors))))

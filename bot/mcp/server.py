@@ -16,7 +16,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from bot.contract import Answer
+from bot.answering.contract import Answer
 from bot.errors import NcclbotError
 from bot.mcp.backend import AnswerLang, AskLang, Backend, LogText, SimilarIncidents
 from tools.params import McpTool, ToolSpec

@@ -30,8 +30,8 @@ def read_lines(paths: Sequence[str], limit: int = MAX_LOG_READ) -> list[str]:
 
 def versions_of(lines: Sequence[str]) -> dict[str, str]:
     """The versions the log states (NCCL, torch, CUDA), as the analyzer reads them."""
+    from bot.answering.analysis import analyze_sources
     from bot.logs.sources import text_source
-    from bot.service import analyze_sources
 
     try:
         report, _ = analyze_sources([text_source("log", "\n".join(lines[:VERSION_LINES]))])

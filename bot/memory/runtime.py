@@ -15,7 +15,6 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.db import Database, SqliteDatabase, open_database
 from bot.diagnosis.nearest import (
     IncidentIndex,
     LocalIndex,
@@ -24,6 +23,7 @@ from bot.diagnosis.nearest import (
     local_doc,
 )
 from bot.memory.store import MemoryStore
+from bot.state.db import Database, SqliteDatabase, open_database
 
 if TYPE_CHECKING:
     from bot.config import Settings

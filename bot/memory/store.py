@@ -14,9 +14,9 @@ import json
 import time
 from dataclasses import dataclass
 
-from bot.db import Database, Tx
 from bot.errors import InputError
 from bot.memory.model import LocalIncident
+from bot.state.db import Database, Tx
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS local_incidents (

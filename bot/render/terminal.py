@@ -8,8 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bot.answer import CERTAINTY_WORDS
-from bot.contract import Answer, Lang
+from bot.answering.answer import CERTAINTY_WORDS
+from bot.answering.contract import Answer, Lang
 from bot.knowledge.taxonomy import category
 from bot.render.text import cut_words, shorten
 

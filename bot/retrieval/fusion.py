@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bot.contract import ChannelHit
+from bot.answering.contract import ChannelHit
 
 K = 10
 DEFAULT_WEIGHTS: dict[str, float] = {"bm25": 3.0, "dense": 1.0, "signature": 4.0}

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.answering.contract import ChannelHit, RetrievalHit
 from bot.config import Settings
-from bot.contract import ChannelHit, RetrievalHit
 from bot.diagnosis.engine import Diagnosis
 from bot.knowledge.cards import Card
 from bot.retrieval.fusion import DEFAULT_WEIGHTS, Ranked, rrf
@@ -99,8 +99,8 @@ _CACHE_LOCK = threading.Lock()
 def get_retriever(settings: Settings | None = None, cards: Sequence[Card] | None = None,
                   progress: bool = True) -> Retriever:
     """A cached Retriever; the index is built (with a progress bar) on first use."""
+    from bot.answering.knowledge import bundled_cards
     from bot.config import load_settings
-    from bot.service import bundled_cards
 
     settings = settings or load_settings()
     cards = list(cards if cards is not None else bundled_cards())

@@ -9,6 +9,7 @@ from pydantic import SecretStr
 from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
+from bot.answering.troubleshooter import Troubleshooter
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.slack.authz import OncallAuthz
@@ -23,7 +24,6 @@ from bot.slack.redacting import (
     redacting_copy,
 )
 from bot.slack.store import Store
-from bot.troubleshooter import Troubleshooter
 
 
 def _secret(value: SecretStr | None) -> str | None:

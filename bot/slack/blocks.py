@@ -16,8 +16,8 @@ from typing import Any, cast
 from pydantic import ConfigDict, with_config
 from typing_extensions import Required, TypedDict
 
-from bot.contract import Answer, ProbeSuggestion, RootCauseOut, Titles
-from bot.threads import Candidate
+from bot.answering.contract import Answer, ProbeSuggestion, RootCauseOut, Titles
+from bot.state.threads import Candidate
 
 MAX_TEXT = 3000
 MAX_BLOCKS = 50

@@ -9,7 +9,8 @@ import threading
 
 from slack_sdk import WebClient
 
-from bot.contract import Answer
+from bot.answering.contract import Answer
+from bot.answering.troubleshooter import Question
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.fair import Admission
@@ -18,8 +19,7 @@ from bot.slack.lang import choose
 from bot.slack.payloads import MessageEvent, SlackFile
 from bot.slack.progress import StatusMessage
 from bot.slack.store import LogRef, thread_id
-from bot.threads import Candidate, ThreadState
-from bot.troubleshooter import Question
+from bot.state.threads import Candidate, ThreadState
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
@@ -123,7 +123,7 @@ class Conversation:
                 # with an LLM, the deterministic answer is posted first and the LLM's
                 # account follows in the thread when (if) it comes
                 answer = self._answer(asked, refs, key, status, thread_id(channel, thread_ts),
-                                      llm=False if d.troubleshooter.uses_llm else None)
+                                      llm=False)
                 # Every message of a thread reads all of the thread's logs again: new logs
                 # whose answer failed would fail each later message too.
                 failed = new and answer.verdict == "error" and answer.summary == FAILED
@@ -144,7 +144,7 @@ class Conversation:
             status.finish(rendered)
             self._remember(channel, thread_ts, question, answer_id, answer, key if refs else None)
             t = d.troubleshooter
-            if t.uses_llm and stored is None and t.breaker.allows():
+            if stored is None and t.llm_available():
                 # on its own workers: the person's next message need not wait for the LLM
                 follow = d.llm_work.submit(user, lambda: self._llm_follows(
                     client, channel, thread_ts, asked, refs, key, lang))

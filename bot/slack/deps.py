@@ -8,6 +8,7 @@ from pathlib import Path
 from slack_bolt import Respond
 from slack_sdk import WebClient
 
+from bot.answering.troubleshooter import Troubleshooter
 from bot.config import Settings
 from bot.memory.store import MemoryStore
 from bot.slack.authz import OncallAuthz
@@ -15,7 +16,6 @@ from bot.slack.fair import FairScheduler
 from bot.slack.nodes import NodeRunner, ProbeStatus
 from bot.slack.ratelimit import Limits
 from bot.slack.store import Store
-from bot.troubleshooter import Troubleshooter
 
 
 @dataclass

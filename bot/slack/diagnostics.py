@@ -180,10 +180,11 @@ class Diagnostics:
             status.finish(blocks.message(":warning: No node sent a sample: "
                                          + "; ".join(errors)[:1500]))
             return outcome
-        from bot.service import answer_hang
+        from bot.answering.troubleshooter import Question
 
         lg = lang or choose(*d.lang_prefs(user, channel), "")
-        answer = answer_hang(samples, d.settings, lg).with_notes(*errors)
+        answer = d.troubleshooter.answer(Question("", lang=lg, samples=tuple(samples),
+                                                  notes=tuple(errors)))
         where = thread_ts or status.ts
         answer_id = d.store.save_answer(channel, where, answer, f"hang:{what}")
         status.finish(message.first_message(answer, lg, answer_id, []))

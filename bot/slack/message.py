@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.answer import CERTAINTY_WORDS
-from bot.contract import Answer, Lang, RootCauseOut
-from bot.followup import MAX_CHARS
+from bot.answering.answer import CERTAINTY_WORDS
+from bot.answering.contract import Answer, Lang, RootCauseOut
+from bot.answering.followup import MAX_CHARS
 from bot.render.text import cut_words, shorten
 from bot.slack.blocks import (
     ACTION_DOWN,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from slack_bolt import Ack, BoltContext, Respond
 from slack_sdk import WebClient
 
-from bot.contract import Lang
+from bot.answering.contract import Lang
 from bot.slack.blocks import Block
 
 log = logging.getLogger(__name__)

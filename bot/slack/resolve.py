@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bot.contract import Answer, SimilarIncident
+from bot.answering.contract import Answer, SimilarIncident
 from bot.slack.blocks import Block, Element, Option, View, button, context, esc
 from bot.slack.payloads import FormMeta, SubmittedView
-from bot.threads import Candidate
+from bot.state.threads import Candidate
 
 ACTION_RESOLVE = "ncclbot_resolve"
 ACTION_CORRECT = "ncclbot_resolve_correct"

@@ -2,7 +2,7 @@
 replicas): the ids of the events already received (so Slack's retries are not answered
 twice, by any replica), each thread's log files (dedup fingerprints), stored answers,
 feedback, audit and language preferences. A thread's memory itself is the one
-`bot.threads.ThreadState`, in the same database (`Store.threads`)."""
+`bot.state.threads.ThreadState`, in the same database (`Store.threads`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from bot.contract import Answer
-from bot.db import Database, SqliteDatabase, open_database
-from bot.threads import SqlThreadStore, ThreadState
+from bot.answering.contract import Answer
+from bot.state.db import Database, SqliteDatabase, open_database
+from bot.state.threads import SqlThreadStore, ThreadState
 
 if TYPE_CHECKING:
     from bot.config import Settings

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bot.config import Settings
-from bot.threads import InMemoryThreadStore
+from bot.state.threads import InMemoryThreadStore
 from tests.agent_llm.llm_server import ScriptedLLM, tool_messages
 from tools.result import ToolResult
 
@@ -173,8 +173,8 @@ def _warm_retrieval_index(shared_index_dir: Path, tmp_path_factory: pytest.TempP
                           ) -> None:
     """Build the session's retrieval index before any agent test: building it inside an
     agent's turn would spend the turn's time budget and make the answer fall back."""
+    from bot.answering.knowledge import bundled_cards
     from bot.retrieval.search import get_retriever
-    from bot.service import bundled_cards
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("warm"), index_dir=shared_index_dir)
     get_retriever(settings, list(bundled_cards()), progress=False)

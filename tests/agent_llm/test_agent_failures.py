@@ -98,7 +98,8 @@ def test_timeout_falls_back_fast(llm, crash_log: Path):
 
     # Warm the deterministic path first (the retrieval index is built once per session, ~40 s
     # here): what is timed is the LLM's timeout and the fallback, not the first index build.
-    _deterministic(respond("why?", [crash_log], settings=Settings()))
+    warm = respond("why?", [crash_log], settings=Settings())
+    assert warm["llm"] is None and warm["diagnosis"]["root_causes"][0]["card"] == OOM_CARD
     srv = llm({"sleep": 10, "content": "{}"})
     out = respond("why?", [crash_log], settings=settings_for(srv, llm_timeout_s=0.5))
     # the client gave up on its own timeout (the server would have answered after 10 s)
@@ -183,20 +184,27 @@ def test_provider_misconfigured_falls_back(crash_log: Path):
     assert any("NCCLBOT_LLM_MODEL" in n for n in out["notes"])
 
 
-def test_no_provider_is_deterministic_without_langchain(crash_log: Path):
-    code = ("import sys, json; from bot.agent import respond; "
-            f"out = respond('why?', [{str(crash_log)!r}]); "
+def test_no_provider_is_deterministic_without_langchain(crash_log: Path, tmp_path: Path):
+    """No provider: the Troubleshooter alone decides not to ask an LLM (no note, no `llm`),
+    and nothing imports LangChain."""
+    code = ("import sys, json; from bot.config import Settings; "
+            "from bot.answering.troubleshooter import Question, Troubleshooter; "
+            f"t = Troubleshooter(Settings(data_dir={str(tmp_path)!r})); "
+            f"out = t.answer(Question('why?', ({str(crash_log)!r},))); "
             "assert not [m for m in sys.modules if m.startswith('langchain')]; "
-            "print(json.dumps(out.notes))")
+            "print(json.dumps({'notes': out.notes, 'llm': out.llm, "
+            "'card': out.root_causes[0].card}))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert "no provider configured" in proc.stdout
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"notes": [], "llm": None, "card": OOM_CARD}
 
 
-def test_without_the_llm_extra_the_answer_is_deterministic(crash_log: Path):
-    """`respond` with a provider configured but LangChain not installed: a clear note, no
-    ImportError (an import hook hides the llm extra in a fresh interpreter)."""
+def test_without_the_llm_extra_the_answer_is_deterministic(crash_log: Path, tmp_path: Path):
+    """A provider configured but LangChain not installed: the agent declines with a typed
+    reason (`AgentDeclined`), and the Troubleshooter answers deterministically with a clear
+    note, no ImportError (an import hook hides the llm extra in a fresh interpreter)."""
     code = (
         "import sys, json, importlib.abc\n"
         "class Hide(importlib.abc.MetaPathFinder):\n"
@@ -205,12 +213,17 @@ def test_without_the_llm_extra_the_answer_is_deterministic(crash_log: Path):
         "                                  'langchain_openai', 'langchain_ollama'):\n"
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, Hide())\n"
-        "from bot.agent import respond\n"
+        "from bot.agent import AgentDeclined, respond\n"
         "from bot.config import Settings\n"
-        "s = Settings(llm_provider='openai', llm_model='m', llm_base_url='http://127.0.0.1:9/v1')\n"
-        f"out = respond('why?', [{str(crash_log)!r}], settings=s)\n"
+        "from bot.answering.troubleshooter import Question, Troubleshooter\n"
+        "s = Settings(llm_provider='openai', llm_model='m', llm_base_url='http://127.0.0.1:9/v1',\n"
+        f"             data_dir={str(tmp_path)!r})\n"
+        f"declined = respond('why?', [{str(crash_log)!r}], settings=s)\n"
+        "assert isinstance(declined, AgentDeclined), declined\n"
+        f"out = Troubleshooter(s).answer(Question('why?', ({str(crash_log)!r},)))\n"
         "print(json.dumps({'notes': out.notes, 'llm': out.llm.model_dump(),\n"
-        "                  'card': out.root_causes[0].card}))\n")
+        "                  'card': out.root_causes[0].card,\n"
+        "                  'declined': list(declined.notes)}))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -218,6 +231,7 @@ def test_without_the_llm_extra_the_answer_is_deterministic(crash_log: Path):
     assert out["llm"]["used"] is False and out["card"] == OOM_CARD
     assert any("`llm` extra is not installed" in n and "pip install 'ncclbot[llm]'" in n
                for n in out["notes"])
+    assert out["declined"] == out["notes"]
 
 
 def test_ollama_unreachable_falls_back(crash_log: Path):

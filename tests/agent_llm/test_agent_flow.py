@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.threads import InMemoryThreadStore
+from bot.state.threads import InMemoryThreadStore
 from tests.agent_llm.conftest import (
     HOSTS,
     OOM_CARD,
@@ -40,13 +40,13 @@ def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryTh
     assert crash_log.read_text().splitlines()[ev["line"] - 1].startswith(ev["text"][:40])
     assert PLANTED["openai"] not in ev["text"]
     # the agent's answer carries the analysis's "seen before" (public threads), in the contract
-    from bot.contract import Answer
+    from bot.answering.contract import Answer
 
     assert isinstance(out["similar_incidents"], list) and len(out["similar_incidents"]) <= 3
     assert all(i["source"].startswith("https://") for i in out["similar_incidents"])
     Answer.model_validate(out)
     # Remediation: the card's own steps 3 and 2, in the model's order, both languages.
-    from bot.service import bundled_cards
+    from bot.answering.knowledge import bundled_cards
 
     card = next(c for c in bundled_cards() if c.id == OOM_CARD)
     assert out["remediation"]["en"] == [card.remediation.en[2], card.remediation.en[1]]
@@ -65,7 +65,7 @@ def test_tool_calls_then_grounded_answer(llm, crash_log: Path, store: InMemoryTh
     # the tools of one step run in threads: find the call by name, not by its place
     analyzed = next(t for t in out["llm"]["tools"] if t["tool"] == "analyze_log")
     assert analyzed["args"] == {"attachment": "train.log"}
-    # The contract of bot.answer stays.
+    # The contract of bot.answering.answer stays.
     for key in ("diagnosis", "remediation", "citations", "explanation", "notes"):
         assert key in out
 

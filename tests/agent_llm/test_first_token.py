@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bot.answering.troubleshooter import Question, Troubleshooter
 from bot.config import Settings
-from bot.troubleshooter import Question, Troubleshooter
 from tests.agent_llm.conftest import OOM_CARD, ROOT, grounded_final, settings_for
 
 ANALYZE = {"tool_calls": [("analyze_log", {"attachment": "train.log"})]}

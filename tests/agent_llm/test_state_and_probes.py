@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from bot.agent.models import ProbeProposal
-from bot.threads import (
+from bot.state.threads import (
     InMemoryThreadStore,
     SqliteThreadStore,
     ThreadState,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from bot.agent.answer_model import AgentAnswer, AnswerParseError, parse_answer
 from bot.agent.validate import validate_answer
-from bot.contract import Dropped
+from bot.answering.contract import Dropped
+from bot.answering.knowledge import bundled_cards
 from bot.knowledge.taxonomy import category_ids
-from bot.service import bundled_cards
 from tests.agent_llm.conftest import OOM_CARD
 
 LONG = ("[rank2]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 336.00 MiB. "

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.contract import Answer
+from bot.answering.analysis import analyze_sources, answer_from_analysis
+from bot.answering.contract import Answer
+from bot.answering.knowledge import bundled_cards
 from bot.knowledge.incidents import load_incidents
 from bot.logs.sources import text_source
-from bot.service import analyze_sources, answer_from_analysis, bundled_cards
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "sample-8rank-oom.log"
@@ -169,7 +170,7 @@ def test_ask_without_the_retrieval_extra_prints_one_line(data: Path, tmp_path: P
 
 
 def test_follow_up_sentences_keep_addresses_and_skip_what_was_tried() -> None:
-    from bot.followup import already_done, follow_up
+    from bot.answering.followup import already_done, follow_up
     from bot.render.text import cut_words, sentences, shorten
 
     text = ("Set NCCL_SOCKET_IFNAME to the interface with 172.17.0.2, e.g. eth0. Use NCCL "

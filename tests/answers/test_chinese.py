@@ -7,13 +7,14 @@ import re
 from functools import cache
 from pathlib import Path
 
-from bot.answer import why_in
-from bot.contract import Answer
+from bot.answering.analysis import analyze_sources, answer_from_analysis
+from bot.answering.answer import why_in
+from bot.answering.contract import Answer
+from bot.answering.knowledge import bundled_cards
 from bot.knowledge.incidents import load_incidents
 from bot.logs.analyze import analyzer_for
 from bot.logs.crossrank import analyze_ranks, describe, reason_in
 from bot.logs.sources import expand_inputs, text_source
-from bot.service import analyze_sources, answer_from_analysis, bundled_cards
 from tests.conftest import ROOT
 
 SAMPLE = ROOT / "examples" / "sample-8rank-oom.log"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from bot.answering.knowledge import bundled_cards
 from bot.diagnosis.engine import Fusion, diagnose
 from bot.diagnosis.evaluate import (
     analyze_incidents,
@@ -17,7 +18,6 @@ from bot.diagnosis.evaluate import (
 from bot.diagnosis.nearest import IncidentIndex
 from bot.knowledge.incidents import Incident, load_incidents, load_sealed
 from bot.logs.model import LogReport
-from bot.service import bundled_cards
 
 #: (top-1, top-3), 5-fold CV. The nearest channel alone no longer votes on a log without a
 #: failure line (set-up lines are what healthy runs print too; `ncclbot analyze` never asked

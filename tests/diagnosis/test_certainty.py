@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.contract import decide_verdict
+from bot.answering.contract import decide_verdict
+from bot.answering.knowledge import bundled_cards
 from bot.diagnosis.engine import (
     CLOSE,
     GROUPS,
@@ -22,7 +23,6 @@ from bot.knowledge.incidents import load_incidents
 from bot.knowledge.taxonomy import load_questions, load_taxonomy
 from bot.logs.analyze import analyzer_for
 from bot.logs.sources import text_source
-from bot.service import bundled_cards
 
 
 def outcome(i: int, conf: float, right: bool, kinds: frozenset[str] = frozenset({"rule"})

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from benchmarks.deciding import CaseRun, Summary, run_case, run_split, summarize
+from bot.answering.knowledge import bundled_cards
 from bot.diagnosis.engine import Diagnosis, diagnose
 from bot.diagnosis.evaluate import analyze_incidents, fold_of
 from bot.diagnosis.nearest import IncidentIndex
 from bot.knowledge.incidents import Incident, load_incidents, load_sealed
 from bot.knowledge.taxonomy import load_questions
-from bot.service import bundled_cards
 
 
 @lru_cache(maxsize=1)

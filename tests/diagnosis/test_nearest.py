@@ -108,7 +108,7 @@ def test_terms_have_bigrams() -> None:
 
 
 def test_cards_are_documents_too_and_never_excluded() -> None:
-    from bot.service import bundled_cards
+    from bot.answering.knowledge import bundled_cards
 
     cards = [c for c in bundled_cards() if c.id == "dev-shm-too-small-in-container"]
     index = IncidentIndex([_incident("ib-case", "infiniband_roce", IB)], cards)
@@ -119,7 +119,7 @@ def test_cards_are_documents_too_and_never_excluded() -> None:
 
 
 def test_knowledge_is_kept_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatch) -> None:
-    import bot.service as service
+    import bot.answering.knowledge as service
 
     service.knowledge_for.cache_clear()
     cards, index = service.knowledge_for(tmp_path)
@@ -139,10 +139,10 @@ def test_knowledge_is_kept_on_disk_and_rebuilt_when_damaged(tmp_path, monkeypatc
 def test_with_evidence_at_least_three_candidates_the_filled_ones_weak() -> None:
     """A log whose evidence names one cause still lists three candidates: the others are
     weak, below the real one, and say which past incident they come from."""
+    from bot.answering.knowledge import bundled_cards, bundled_index
     from bot.diagnosis.engine import MIN_CANDIDATES, diagnose
     from bot.logs.analyze import analyzer_for
     from bot.logs.sources import text_source
-    from bot.service import bundled_cards, bundled_index
 
     cards = list(bundled_cards())
     report = analyzer_for(cards).analyze([text_source("ib.log", IB + "\n")])

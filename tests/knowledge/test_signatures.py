@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.answering.knowledge import bundled_cards, bundled_incidents
 from bot.knowledge.cards import Card, card_files, healthy_logs, parse_card
 from bot.knowledge.incidents import Confirmation, Incident
 from bot.knowledge.signatures import measure, summarize
-from bot.service import bundled_cards, bundled_incidents
 
 
 def test_every_decisive_signature_passes_the_bar_on_the_corpus() -> None:

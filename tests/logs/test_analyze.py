@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.contract import Answer
+from bot.answering.analysis import analyze_sources
+from bot.answering.contract import Answer
 from bot.diagnosis.engine import diagnose
 from bot.knowledge.cards import load_cards
 from bot.knowledge.incidents import load_incidents
 from bot.logs.analyze import Analyzer, analyzer_for
 from bot.logs.sources import expand_inputs, text_source
-from bot.service import analyze_sources
 from tests.answer_json import analyze_paths
 from tests.conftest import ROOT
 from tests.logs.multirank import job_with_culprit, watchdog_line
@@ -199,8 +199,8 @@ def test_terminal_headline_wraps_and_speaks_the_asked_language() -> None:
 
     from rich.console import Console
 
+    from bot.answering.troubleshooter import analyze_paths as analyze
     from bot.render.terminal import render_answer
-    from bot.service import analyze_paths as analyze
 
     sample = str(ROOT / "examples" / "sample-8rank-oom.log")
     out = io.StringIO()

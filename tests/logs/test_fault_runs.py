@@ -6,9 +6,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from bot.answering.analysis import analyze_sources
 from bot.logs.analyze import rank_of_file
 from bot.logs.sources import expand_inputs
-from bot.service import analyze_sources
 from tests.conftest import ROOT
 
 RUNS = ROOT / "tests" / "fixtures" / "faults"

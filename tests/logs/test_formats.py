@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from bot.answering.analysis import analyze_sources
 from bot.knowledge.cards import load_cards
 from bot.logs.analyze import analyzer_for
 from bot.logs.sources import text_source
-from bot.service import analyze_sources
 
 IB_COMPLETION = [
     # NCCL 2.18-2.20, src/transport/net_ib.cc:

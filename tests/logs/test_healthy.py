@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.contract import Answer
+from bot.answering.analysis import analyze_sources
+from bot.answering.contract import Answer
 from bot.diagnosis.engine import Diagnosis, reports_hang
 from bot.diagnosis.rules import RULES
 from bot.logs.model import INFO_KINDS, LogReport
 from bot.logs.sources import expand_inputs
-from bot.service import analyze_sources
 from tests.conftest import ROOT
 
 HEALTHY = sorted((ROOT / "knowledge" / "healthy").glob("*.log"))
@@ -67,8 +67,8 @@ def test_a_log_without_a_failure_line_is_no_evidence() -> None:
 
 @cache
 def _ask(question: str, path: Path) -> Answer:
+    from bot.answering.troubleshooter import Question, Troubleshooter
     from bot.config import load_settings
-    from bot.troubleshooter import Question, Troubleshooter
 
     return Troubleshooter(load_settings(None)).answer(
         Question(question, (str(path),), lang="auto"), strict=True, llm=False)
@@ -113,8 +113,8 @@ def test_silence_is_a_hang_when_the_question_says_so(tmp_path: Path, question: s
     pytest.importorskip("bm25s", reason="`ask` needs the retrieval extra")
     import yaml
 
+    from bot.answering.troubleshooter import Question, Troubleshooter
     from bot.config import load_settings
-    from bot.troubleshooter import Question, Troubleshooter
 
     log = tmp_path / "allreduce.log"
     log.write_text(yaml.safe_load(HANG_INCIDENT.read_text(encoding="utf-8"))["log"],
@@ -129,7 +129,7 @@ def test_silence_is_a_hang_when_the_question_says_so(tmp_path: Path, question: s
 
 
 def test_the_nearest_incident_channel_needs_a_failure_line() -> None:
-    from bot.service import bundled_index
+    from bot.answering.knowledge import bundled_index
 
     index = bundled_index()
     setup = [k for p in HEALTHY if not _analyze(p)[0].shows_failure

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.answering.analysis import analyze_sources
 from bot.diagnosis.engine import Diagnosis
 from bot.logs.sources import expand_inputs
-from bot.service import analyze_sources
 from tests.logs.multirank import watchdog_line
 
 NCCL_TESTS_HEAD = """\

@@ -37,8 +37,8 @@ def test_missing_file_and_directory(tmp_path):
 
 
 def test_binary_file_is_refused_with_a_hint(tmp_path):
+    from bot.answering.knowledge import bundled_cards
     from bot.logs.analyze import analyzer_for
-    from bot.service import bundled_cards
 
     path = tmp_path / "core.bin"
     path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 10)
@@ -53,7 +53,7 @@ def test_binary_file_is_refused_with_a_hint(tmp_path):
 def test_one_bad_file_or_member_is_skipped_and_the_rest_analysed(tmp_path):
     """A binary member beside a good log, and a log behind a binary start: the good text
     is analysed, what was skipped is a note (not a failed analysis)."""
-    from bot.service import analyze_sources
+    from bot.answering.analysis import analyze_sources
 
     watchdog = ("[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
                 "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
@@ -120,9 +120,8 @@ def test_size_limit(tmp_path):
 
 
 def test_the_members_not_read_after_a_bomb_are_one_note(tmp_path):
-    from bot.contract import Answer
+    from bot.answering.analysis import source_notes
     from bot.logs.model import LogReport
-    from bot.service import add_source_notes
 
     sources = [SourceStats(f"a.zip:m{i}.log") for i in range(6)]
     sources[0].problems.append("stopped: possible zip bomb")
@@ -130,6 +129,6 @@ def test_the_members_not_read_after_a_bomb_are_one_note(tmp_path):
         s.problems.append("not read: possible zip bomb")
     report = LogReport()
     report.sources.extend(sources)
-    notes = add_source_notes(Answer.plain("unknown", "s", ""), report).notes
+    notes = source_notes(report)
     assert notes == ["a.zip:m0.log: stopped: possible zip bomb",
                      "5 inputs (a.zip:m1.log … a.zip:m5.log): not read: possible zip bomb"]

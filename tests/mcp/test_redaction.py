@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 from mcp import ClientSession
 
+from bot.answering.troubleshooter import analyze_paths
 from bot.config import Settings
-from bot.service import analyze_paths
 from tests.mcp.conftest import ROOT, SAMPLE, everything, run_stdio, server_env
 
 PLANTED = yaml.safe_load((ROOT / "tests" / "fixtures" / "secrets" / "planted.yaml")

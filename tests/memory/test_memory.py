@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.answering.troubleshooter import analyze_paths
 from bot.config import load_settings
-from bot.db import Database, PostgresDatabase, SqliteDatabase
 from bot.knowledge.incidents import MAX_LOG_LINES
 from bot.logs.salient import salient_key, salient_lines
 from bot.memory import runtime
 from bot.memory.model import LocalIncident, capture, excerpt, to_corpus
 from bot.memory.store import MemoryChangeError, MemoryStore
-from bot.service import analyze_paths
+from bot.state.db import Database, PostgresDatabase, SqliteDatabase
 from tests.conftest import FIXTURES, ROOT
 from tests.memory.conftest import FAMILY, family_log
 
@@ -196,7 +196,7 @@ def test_cli_bad_input_is_one_line(cli: Callable[..., subprocess.CompletedProces
 
 
 def test_a_thumbs_down_then_a_resolution_records_the_right_cause(tmp_path: Path) -> None:
-    from bot.contract import Answer
+    from bot.answering.contract import Answer
     from bot.slack.store import Store
 
     slack_store = Store(tmp_path / "state.sqlite3")
@@ -217,8 +217,8 @@ def test_a_thumbs_down_then_a_resolution_records_the_right_cause(tmp_path: Path)
 
 
 def test_the_local_index_follows_each_change_without_a_rebuild(tmp_path: Path) -> None:
+    from bot.answering.knowledge import bundled_index
     from bot.diagnosis.nearest import WithLocal
-    from bot.service import bundled_index
 
     settings = load_settings(data_dir=tmp_path)
     store = runtime.memory(settings, create=True)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.answering.knowledge import bundled_cards
 from bot.config import Settings
 from bot.retrieval.search import Retriever, get_retriever
-from bot.service import bundled_cards
 
 
 @pytest.fixture(scope="session")

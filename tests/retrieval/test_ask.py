@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from bot.answering.contract import answer_schema
 from bot.cli.main import app
 from bot.config import Settings
-from bot.contract import answer_schema
 from bot.retrieval.search import Retriever
 from tests.answer_json import answer_question
 

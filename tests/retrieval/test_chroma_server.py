@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from bot.answering.knowledge import bundled_cards
 from bot.config import Settings
 from bot.retrieval.dense import make_embedder
 from bot.retrieval.index import ensure_index, open_client
 from bot.retrieval.search import Retriever
-from bot.service import bundled_cards
 
 CHROMA = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
 

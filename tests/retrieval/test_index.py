@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.answering.knowledge import bundled_cards
 from bot.config import Settings
 from bot.retrieval.dense import make_embedder
 from bot.retrieval.index import content_hash, ensure_index, stored_hash
-from bot.service import bundled_cards
 
 
 def test_build_reuse_and_rebuild_on_change(tmp_path: Path) -> None:

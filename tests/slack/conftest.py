@@ -73,7 +73,7 @@ def warm_retriever(shared_index_dir: Path, tmp_path_factory: pytest.TempPathFact
     """Open (or build) the session's retrieval index once, before any Slack test, as
     `ncclbot serve slack` does before it takes events: listeners then never build it
     (minutes on a loaded machine) while a test waits for an answer."""
-    from bot.troubleshooter import Troubleshooter
+    from bot.answering.troubleshooter import Troubleshooter
 
     with pytest.MonkeyPatch.context() as mp, own_time_limit(WARM_LIMIT_S):
         for name in list(os.environ):  # the environment the tests will see
@@ -188,7 +188,7 @@ class Scripted:
     the question's logs through the real cache); records every question."""
 
     def __init__(self, troubleshooter: Any, *answers: dict[str, Any]) -> None:
-        from bot.contract import Answer
+        from bot.answering.contract import Answer
 
         self.inner = troubleshooter
         self.answers = [Answer.model_validate(a) for a in answers]

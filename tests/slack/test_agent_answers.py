@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.contract import Answer
-from bot.troubleshooter import Troubleshooter
+from bot.answering.contract import Answer
+from bot.answering.troubleshooter import Troubleshooter
 from tests.slack.conftest import block_text, click, crash_log, serving
 from tests.slack.fake_slack import FakeSlack
 
@@ -61,7 +61,7 @@ def test_agent_explanation_and_suggested_probes(slack: FakeSlack, probe_settings
         assert seen[0]["question"] == "why?" and seen[0]["thread_id"] == "C1:90.1"
         assert len(seen[0]["attachments"]) == 1
         # the agent's thread state lives in the bot's state database (the SQLite file)
-        from bot.threads import SqlThreadStore
+        from bot.state.threads import SqlThreadStore
 
         assert isinstance(seen[0]["store"], SqlThreadStore)
         assert seen[0]["store"].path == settings.state_db

@@ -57,7 +57,7 @@ def buttons(msg: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
 
 def test_an_uncertain_answer_asks_the_deciding_question_and_a_click_updates_it(
         slack: FakeSlack, app: App) -> None:
-    from bot.service import bundled_cards
+    from bot.answering.knowledge import bundled_cards
     from bot.slack.message import message_text
 
     f = slack.add_file("trial.log", the_log())

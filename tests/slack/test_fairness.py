@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from bot.contract import Answer
-from bot.troubleshooter import Question, Troubleshooter
+from bot.answering.contract import Answer
+from bot.answering.troubleshooter import Question, Troubleshooter
 from tests.slack.conftest import block_text, crash_log, serving
 from tests.slack.fake_slack import FakeSlack
 

@@ -193,20 +193,21 @@ def test_a_crafted_dump_under_nccl_hang_ends_with_a_note(slack: FakeSlack, make_
 
 def test_nccl_hang_ends_with_a_note_when_the_answer_fails(
         slack: FakeSlack, make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whatever fails after the samples came back, the status message is replaced."""
+    """Whatever fails after the samples came back, the status message is replaced (by the
+    Troubleshooter's failure answer, which names the error)."""
     _, dump = _crafted("laughs_11x10")
 
     def broken(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("a fault in the triangulation")
 
-    monkeypatch.setattr("bot.service.answer_hang", broken)
+    monkeypatch.setattr("bot.diagnosis.hang.triangulate", broken)
 
     def tweak(deps: Any) -> None:
         deps.run_node = lambda node, tool, params, who: _hang_sample(dump)
 
     with served(make_app, tweak) as (poster, _, _):
         poster.command("hang gpu-node07", user=ONCALL)
-        slack.wait_for(lambda: any("could not be put together" in block_text(m.get("blocks"))
+        slack.wait_for(lambda: any("a fault in the triangulation" in block_text(m.get("blocks"))
                                    for m in slack.messages.values()), timeout=120)
     assert not any("Sampling" in block_text(m.get("blocks")) + str(m.get("text"))
                    for m in slack.messages.values())

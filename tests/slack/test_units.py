@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bot.contract import Answer
+from bot.answering.contract import Answer
 from bot.slack import blocks
 from bot.slack.lang import choose
 from bot.slack.ratelimit import Limits, RateLimiter
@@ -156,7 +156,7 @@ def test_render_agent_explanation_and_suggested_probes() -> None:
 def test_candidates_are_merged_and_offered() -> None:
     from bot.slack.blocks import others
     from bot.slack.conversation import earlier_notes, merge_candidates
-    from bot.threads import ThreadState
+    from bot.state.threads import ThreadState
 
     def ans(*causes: tuple[str, str, float]) -> Answer:
         return make(diagnosis={"root_causes": [{"category": c, "card": k, "confidence": p}
@@ -208,9 +208,9 @@ def test_fingerprint_is_the_content_not_the_packaging(tmp_path: Path) -> None:
 
 
 def test_answerer_turns_any_failure_into_an_answer() -> None:
+    from bot.answering.troubleshooter import Question, Troubleshooter
     from bot.config import load_settings
     from bot.errors import InputError
-    from bot.troubleshooter import Question, Troubleshooter
 
     s = load_settings(llm_provider="openai")
 
@@ -283,7 +283,7 @@ def test_every_preset_the_agent_can_suggest_makes_a_working_button() -> None:
 
 def test_one_thread_memory_for_slack_and_the_agent(tmp_path: Path) -> None:
     """Slack's conversation and the LLM agent read and write the same ThreadState."""
-    from bot.threads import SqliteThreadStore
+    from bot.state.threads import SqliteThreadStore
 
     store = Store(tmp_path / "state.sqlite3")
     ctx = store.context("C1", "10.1")
@@ -305,9 +305,10 @@ def test_first_messages_of_real_answers_stay_within_the_limits() -> None:
     50 blocks, no section over 3,000 characters, no raw JSON, one language."""
     import re
 
+    from bot.answering.analysis import analyze_sources, answer_from_analysis
+    from bot.answering.knowledge import bundled_cards
     from bot.knowledge.incidents import load_incidents
     from bot.logs.sources import text_source
-    from bot.service import analyze_sources, answer_from_analysis, bundled_cards
     from bot.slack.message import FIRST_MAX, first_message, message_text
 
     cjk = re.compile(r"[\u4e00-\u9fff]")

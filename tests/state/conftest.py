@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.db import Database, PostgresDatabase, SqliteDatabase
+from bot.state.db import Database, PostgresDatabase, SqliteDatabase
 
 BACKENDS = ["sqlite", "postgres"]
 

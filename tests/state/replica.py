@@ -10,8 +10,8 @@ import random
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from bot.db import Database, PostgresDatabase, SqliteDatabase
 from bot.slack.store import Store
+from bot.state.db import Database, PostgresDatabase, SqliteDatabase
 
 EVENTS = [f"event:Ev{i:04d}" for i in range(100)]
 

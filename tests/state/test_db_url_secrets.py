@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.db import redact_url, scrub_url_secrets, url_passwords
+from bot.state.db import redact_url, scrub_url_secrets, url_passwords
 
 PW = "Pg5ecretPlanted"
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.answering.contract import Answer
 from bot.config import load_settings
-from bot.contract import Answer
-from bot.db import Database, PostgresDatabase, redact_url
 from bot.errors import ConfigError, StateError
 from bot.slack.store import EVENT_TTL_S, LogRef, Store
-from bot.threads import SqlThreadStore, ThreadState, Turn
+from bot.state.db import Database, PostgresDatabase, redact_url
+from bot.state.threads import SqlThreadStore, ThreadState, Turn
 from tests.state.replica import EVENTS
 
 ROOT = Path(__file__).resolve().parents[2]

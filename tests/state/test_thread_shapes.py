@@ -15,8 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from bot.agent.models import CauseFound, LogAnalysis, ProbeProposal
-from bot.contract import EvidenceLine, InputSummary, SuspectOut
-from bot.threads import Candidate, SqliteThreadStore, ThreadState
+from bot.answering.contract import EvidenceLine, InputSummary, SuspectOut
+from bot.state.threads import Candidate, SqliteThreadStore, ThreadState
 
 OLD_ROW = Path(__file__).resolve().parents[1] / "fixtures" / "threads" / "state_before_typed.json"
 SAMPLE = "sample-8rank-oom.log"

@@ -83,10 +83,10 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def _log_rule_signals(text: str) -> list[tuple[str, float]]:
     """The log analyzer's facts for `text`, through the log rules' Xid rule."""
+    from bot.answering.analysis import analyze_sources
     from bot.diagnosis.rules import hardware_rule
     from bot.logs.crossrank import analyze_ranks
     from bot.logs.sources import text_source
-    from bot.service import analyze_sources
 
     report, _ = analyze_sources([text_source("dmesg.log", text)])
     return [(s.category, s.strength) for s in hardware_rule(report, analyze_ranks(report))]

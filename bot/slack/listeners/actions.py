@@ -9,7 +9,7 @@ import re
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
-from bot.contract import Answer
+from bot.answering.contract import Answer
 from bot.slack import blocks, message
 from bot.slack.deps import Deps, ephemeral
 from bot.slack.diagnostics import Diagnostics

@@ -11,6 +11,7 @@ import re
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
+from bot.answering.troubleshooter import Question
 from bot.knowledge.taxonomy import question as deciding_question
 from bot.slack import blocks, message
 from bot.slack.conversation import Conversation, logs_key, merge_candidates
@@ -18,7 +19,6 @@ from bot.slack.deps import Deps, ephemeral
 from bot.slack.lang import choose
 from bot.slack.payloads import BlockAction, DecideButton, on_action
 from bot.slack.store import thread_id
-from bot.troubleshooter import Question
 from tools.redact import redact_text
 
 log = logging.getLogger(__name__)

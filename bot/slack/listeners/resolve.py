@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def _cards() -> list[tuple[str, str, str]]:
-    from bot.service import bundled_cards
+    from bot.answering.knowledge import bundled_cards
 
     return [(c.id, c.category, c.title.en) for c in bundled_cards()]
 
@@ -173,7 +173,7 @@ def _cause(sub: resolve.Submission) -> tuple[str, str | None, str | None]:
     """(category, card, title) of the chosen cause; an unknown card or category raises
     ValueError through `capture`."""
     if sub.value.startswith("card:"):
-        from bot.service import bundled_cards
+        from bot.answering.knowledge import bundled_cards
 
         cid = sub.value.removeprefix("card:")
         card = next((c for c in bundled_cards() if c.id == cid), None)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from bot.contract import (
+from bot.answering.contract import (
     Answer,
     Citation,
     DecidingQuestion,
     DiagnosisOut,
     EvidenceLine,
     Lang,
+    LlmUse,
     PerLanguage,
+    RetrievalHit,
     RootCauseOut,
     SimilarIncident,
     Verdict,
@@ -199,6 +202,19 @@ def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> R
         matched=rc.card_matched and card is not None, kinds=sorted(rc.kinds))
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What a question adds to the answer of its diagnosis (`bot.answering.ask.compose`): the question,
+    whether it points at one card, its retrieval hits, the text for a question beside a
+    healthy log, and the steps that tell its candidates apart (None: the diagnosis's own)."""
+
+    question: str
+    specific: bool
+    retrieval: Sequence[RetrievalHit] = ()
+    text: str = ""
+    next_steps: PerLanguage | None = None
+
+
 def build_answer(
     diagnosis: Diagnosis,
     cards: Sequence[Card],
@@ -207,10 +223,17 @@ def build_answer(
     verdict: Verdict | None = None,
     question: str = "",
     facts: Mapping[str, str] | None = None,
+    *,
+    asked: Asked | None = None,
+    headline: str | None = None,
+    notes: Sequence[str] = (),
+    llm: LlmUse | None = None,
 ) -> Answer:
     """The answer: the diagnosis with its cards' steps when it is decided, what would tell
     the candidates apart when it is not. `verdict` overrides the diagnosis's (a question
-    may decide it, see `decide_verdict`)."""
+    may decide it, see `decide_verdict`). Built once, with what the caller adds: the
+    question's part (`asked`), one `headline` for every language (a hang sample's), the
+    `notes` and the `llm` field."""
     by_id = {c.id: c for c in cards}
     langs = langs_of(lang)
     one = "zh" if list(langs) == ["zh"] else "en"  # the language of one-language fields
@@ -228,7 +251,8 @@ def build_answer(
         card = by_id.get(rc.card or "")
         if card is not None and all(c.card != card.id for c in cited):
             cited.append(card_brief(card, lang))
-    heads = {lg: headline_text(diagnosis, by_id, verdict, report, lg) for lg in langs}
+    heads = {lg: headline if headline is not None else
+             headline_text(diagnosis, by_id, verdict, report, lg) for lg in langs}
     deciding = None
     if verdict == "unknown" and diagnosis.root_causes:
         q = deciding_question([(rc.category, rc.confidence) for rc in diagnosis.root_causes],
@@ -257,10 +281,16 @@ def build_answer(
         similar_incidents=similar_incidents(diagnosis),
         probes=sorted({p for rc in diagnosis.root_causes[:2]
                        for p in (by_id[rc.card].probes if rc.card in by_id else [])}),
-        next_steps=next_steps(diagnosis, langs, report, seen) if verdict != "diagnosed"
-        else None,
+        next_steps=asked.next_steps if asked is not None and asked.next_steps is not None
+        else next_steps(diagnosis, langs, report, seen) if verdict != "diagnosed" else None,
         input=report.summary() if report is not None else None,
         lang=lang if lang in ("en", "zh", "both") else None,
+        notes=list(notes),
+        llm=llm,
+        question=asked.question if asked is not None else None,
+        specific=asked.specific if asked is not None else None,
+        text=asked.text if asked is not None else "",
+        retrieval=list(asked.retrieval) if asked is not None else [],
     )
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.agent.models import LogAnalysis, ProbeProposal
-from bot.db import Database, SqliteDatabase, open_database
+from bot.state.db import Database, SqliteDatabase, open_database
 
 if TYPE_CHECKING:
     from bot.config import Settings

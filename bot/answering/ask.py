@@ -22,17 +22,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.answer import build_answer, follow_evidence, shown_text
-from bot.config import Settings
-from bot.contract import (
+from bot.answering.answer import Asked, build_answer, follow_evidence, shown_text
+from bot.answering.contract import (
     DIAGNOSED_FROM,
     Answer,
     Lang,
+    LlmUse,
     PerLanguage,
     Verdict,
     decide_verdict,
     langs_of,
+    resolve_lang,
 )
+from bot.config import Settings
 from bot.diagnosis.engine import Diagnosis, cap_by_log, diagnose, reports_hang
 from bot.diagnosis.nearest import Neighbour, VoteParams, category_votes
 from bot.diagnosis.rules import Signal
@@ -40,7 +42,6 @@ from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import load_taxonomy
 from bot.logs.model import LogReport
 from bot.retrieval.fusion import DEFAULT_WEIGHTS, K
-from bot.retrieval.tokenize import has_cjk
 
 if TYPE_CHECKING:
     from bot.retrieval.search import Hit
@@ -66,15 +67,6 @@ ATTACH_LOG = ("Attach the crash log (`--log FILE`), at least of the rank that fa
               "请附上崩溃日志（`--log FILE`），至少包括最先出错的那个 rank。")
 PROBE_STEP = ("Run `ncclbot node {p}` on the affected node and attach the output.",
               "在出问题的节点上运行 `ncclbot node {p}`，并附上输出。")
-
-
-def resolve_lang(question: str, lang: str) -> str:
-    """en | zh | both; `auto` is the question's language (Chinese when it has CJK)."""
-    if lang == "auto":
-        return "zh" if has_cjk(question) else "en"
-    if lang not in ("en", "zh", "both"):
-        raise ValueError(f"lang must be en, zh, both or auto, not {lang!r}")
-    return lang
 
 
 def question_score(hit: Hit) -> float:
@@ -199,27 +191,26 @@ def log_decides(diagnosis: Diagnosis) -> bool:
 def compose(question: str, cards: Sequence[Card], hits: Sequence[Hit], lang: str = "both",
             report: LogReport | None = None, log_diagnosis: Diagnosis | None = None,
             distinctive: set[str] | None = None, asked: Sequence[Neighbour] = (),
-            asked_weight: float = ASKED_WEIGHT, facts: Mapping[str, str] | None = None
-            ) -> Answer:
-    """Pure: `compose_diagnosis` put in words (an `Answer`)."""
+            asked_weight: float = ASKED_WEIGHT, facts: Mapping[str, str] | None = None,
+            *, notes: Sequence[str] = (), llm: LlmUse | None = None) -> Answer:
+    """Pure: `compose_diagnosis` put in words (an `Answer`, with `notes` and `llm`)."""
     c = compose_diagnosis(question, cards, hits, report, log_diagnosis, distinctive, asked,
                           asked_weight, facts)
     diagnosis, verdict = c.diagnosis, c.verdict
-    answer = build_answer(diagnosis, cards, report, lang, verdict, question, facts)
-    langs = langs_of(lang)
-    answer.question = question
-    answer.lang = lang  # type: ignore[assignment]  # resolved to en, zh or both by the caller
-    answer.specific = c.specific
-    answer.retrieval = [h.out() for h in hits]
+    text = ""
     if verdict == "no_evidence" and diagnosis.root_causes:
-        answer.text = about_question(diagnosis, cards, "zh" if lang == "zh" else "en")
+        text = about_question(diagnosis, cards, "zh" if lang == "zh" else "en")
+    steps = None
     if verdict != "diagnosed":
         cats = [rc.category for rc in diagnosis.root_causes[:4]]
         chosen = [k for k in cards if k.id in {rc.card for rc in diagnosis.root_causes[:3]}]
-        answer.next_steps = next_steps(cats, chosen, report is not None, langs,
-                                       hang=bool(report is not None and report.timeouts),
-                                       seen=shown_text(report, question))
-    return answer
+        steps = next_steps(cats, chosen, report is not None, langs_of(lang),
+                           hang=bool(report is not None and report.timeouts),
+                           seen=shown_text(report, question))
+    framed = Asked(question, c.specific, [h.out() for h in hits],
+                   text, steps)
+    return build_answer(diagnosis, cards, report, lang, verdict, question, facts, asked=framed,
+                        notes=notes, llm=llm)
 
 
 ABOUT = {
@@ -248,13 +239,16 @@ def about_question(diagnosis: Diagnosis, cards: Sequence[Card], lang: str) -> st
 def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "both",
                     settings: Settings | None = None,
                     analysis: tuple[LogReport, Diagnosis] | None = None,
-                    facts: Mapping[str, str] | None = None) -> Answer:
+                    facts: Mapping[str, str] | None = None, *, notes: Sequence[str] = (),
+                    llm: LlmUse | None = None) -> Answer:
     """Answer a question, with optional log files (or their `analysis`, already made): the
-    answer of `analyze` plus `question`, `lang`, `specific` and `retrieval`."""
+    answer of `analyze` plus `question`, `lang`, `specific` and `retrieval`; the logs'
+    reading problems, then `notes`, as its notes."""
+    from bot.answering.analysis import analyze_sources, source_notes
+    from bot.answering.knowledge import bundled_cards, question_index
     from bot.config import load_settings
     from bot.logs.sources import expand_inputs
     from bot.retrieval.search import get_retriever
-    from bot.service import add_source_notes, analyze_sources, bundled_cards, question_index
 
     settings = settings or load_settings()
     out_lang = resolve_lang(question, lang)
@@ -268,6 +262,7 @@ def answer_question(question: str, log_paths: Sequence[str] = (), lang: str = "b
     retriever = get_retriever(settings, cards)
     hits = retriever.search(question, 8, base)
     asked = question_index(settings.cache_dir).nearest(question, ASKED_VOTES.k)
-    answer = compose(question, cards, hits, out_lang, report, base,
-                     retriever.sparse.distinctive(DISTINCTIVE_DF), asked, facts=facts)
-    return add_source_notes(answer, report) if report is not None else answer
+    read = source_notes(report) if report is not None else []
+    return compose(question, cards, hits, out_lang, report, base,
+                   retriever.sparse.distinctive(DISTINCTIVE_DF), asked, facts=facts,
+                   notes=[*read, *notes], llm=llm)

@@ -1,16 +1,19 @@
 """The Troubleshooter: one object that answers a `Question` with an `Answer`.
 
-Built once from the settings (and, optionally, a chat model); the CLI and Slack both call
-`Troubleshooter.answer`. It
+Built once from the settings (and, optionally, a chat model); `ncclbot analyze`, `ask`,
+`node hang`, Slack and MCP all call `Troubleshooter.answer`. It
 
-- decides once, at construction, whether an LLM answers (`uses_llm`);
-- analyses each set of logs once (`AnalysisCache`, keyed by the logs' fingerprint) and
-  hands that analysis to the agent's fallback and to the deterministic path alike;
+- decides once, at construction, whether an LLM answers (`uses_llm`), and per answer
+  whether it is tried now (`llm_available`: the circuit breaker);
+- analyses each set of logs once (`AnalysisCache`, keyed by the logs' fingerprint);
+- answers deterministically through one function, `deterministic`, whenever the LLM does
+  not: not configured, skipped, too slow, or the agent declined (`AgentDeclined`);
 - never raises from `answer`: an expected failure becomes `Answer.error`, anything else
   `Answer.failure` (logged).
 
-Without an LLM: a question goes through `bot.ask` (over the cached analysis), logs
-without a question become the analysis answer, and nothing at all asks for a log.
+`deterministic` by kind of input: hang samples are triangulated (`answer_hang`), a
+question goes through `answer_question` (over the analysis), logs without a question
+become the analysis answer (`answer_from_analysis`), and nothing at all asks for a log.
 """
 
 from __future__ import annotations
@@ -22,27 +25,29 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.agent.backends import AgentDeclined, LlmWatch
+from bot.answering.contract import Answer, LlmUse, resolve_lang
+from bot.answering.followup import FollowUp
 from bot.config import Settings
-from bot.contract import Answer
 from bot.errors import NcclbotError
-from bot.followup import FollowUp
 
 if TYPE_CHECKING:
     from bot.diagnosis.engine import Diagnosis
     from bot.logs.model import LogReport
+    from tools.hang.model import HangSample
 
 log = logging.getLogger(__name__)
 
-#: (report, diagnosis) of a set of logs, as `bot.service.analyze_sources` returns them.
+#: (report, diagnosis) of a set of logs, as `bot.answering.analysis.analyze_sources` returns them.
 Analysis = tuple["LogReport", "Diagnosis"]
 Analyzer = Callable[[Sequence[str]], Analysis]
 #: `bot.agent.respond`'s signature (question, attachments, thread_id, settings, confirm, ...)
-Respond = Callable[..., Answer]
+Respond = Callable[..., "Answer | AgentDeclined"]
 
 #: Analyses are CPU-bound: at most one per core runs at a time, the rest wait their turn
 #: (the scanner itself is thread-safe: one Hyperscan scratch per thread).
@@ -69,11 +74,58 @@ class Question:
     logs_key: str | None = None
     #: answered deciding questions (`container=yes`), evidence like any other
     facts: tuple[tuple[str, str], ...] = ()
+    #: a live hang's samples (`ncclbot node hang`), the input instead of logs
+    samples: tuple[HangSample, ...] = ()
+    #: what the caller already has to say (samples that did not come back, ...): last
+    notes: tuple[str, ...] = ()
+    #: a log without failure is noted without listing what was looked for (Slack); the
+    #: CLI's `analyze` lists it
+    brief: bool = True
 
 
-def llm_configured(settings: Settings) -> bool:
-    """The one rule for whether an LLM answers: the settings name a provider."""
-    return bool(settings.llm_provider)
+def deterministic(question: Question, analysis: Analysis | None, settings: Settings | None,
+                  *, notes: Sequence[str] = (), llm: LlmUse | None = None) -> Answer:
+    """The answer without an LLM, for every kind of input, built once: hang samples
+    triangulated; a question over its logs' `analysis` (or none); the logs alone; or, with
+    nothing at all, a request for the log. Its notes: the input's own (reading problems,
+    the triangulation's), the question's, then `notes` (why the LLM did not answer)."""
+    more = (*question.notes, *notes)
+    lang = question.lang
+    if question.samples:
+        from bot.answering.analysis import answer_hang
+
+        return answer_hang(question.samples, settings,
+                           resolve_lang("", lang) if lang == "auto" else lang,
+                           notes=more, llm=llm)
+    if question.text.strip():
+        from bot.answering.ask import answer_question
+
+        return answer_question(question.text, lang=lang, settings=settings, analysis=analysis,
+                               facts=dict(question.facts), notes=more, llm=llm)
+    if analysis is not None:
+        from bot.answering.analysis import answer_from_analysis
+        from bot.answering.knowledge import bundled_cards
+
+        report, diagnosis = analysis
+        return answer_from_analysis(report, diagnosis, bundled_cards(),
+                                    resolve_lang("", lang) if lang == "auto" else lang,
+                                    brief=question.brief, facts=dict(question.facts),
+                                    notes=more, llm=llm)
+    return Answer.plain("no_evidence", "No log to analyze yet.",
+                        NO_LOG["en"] + "\n" + NO_LOG["zh"], more, llm)
+
+
+def analyze_paths(paths: Sequence[str], settings: Settings | None = None, lang: str = "both",
+                  facts: Mapping[str, str] | None = None) -> Answer:
+    """`ncclbot analyze`'s answer for scripts and benchmarks: the logs (or `-`, stdin)
+    analysed, then `deterministic` (bad input raises, as the CLI's)."""
+    from bot.answering.analysis import analyze_sources
+    from bot.logs.sources import expand_inputs
+
+    question = Question("", tuple(paths), lang=lang, brief=False,
+                        facts=tuple(sorted((facts or {}).items())))
+    return deterministic(question, analyze_sources(expand_inputs(list(paths)), settings),
+                         settings)
 
 
 def logs_fingerprint(paths: Sequence[str]) -> str:
@@ -90,11 +142,11 @@ def logs_fingerprint(paths: Sequence[str]) -> str:
 
 
 def make_analyzer(settings: Settings) -> Analyzer:
-    """Stream the logs through `bot.service.analyze_sources`, one analysis per core."""
+    """Stream the logs through `bot.answering.analysis.analyze_sources`, one analysis per core."""
 
     def analyze(paths: Sequence[str]) -> Analysis:
+        from bot.answering.analysis import analyze_sources
         from bot.logs.sources import expand_inputs
-        from bot.service import analyze_sources
 
         with ANALYSIS_SLOTS:
             return analyze_sources(expand_inputs(list(paths)), settings)
@@ -168,38 +220,6 @@ class CircuitBreaker:
 OUTAGE_NOTES = ("LLM unavailable (", "LLM answer abandoned")
 
 
-class LlmWatch:
-    """One LLM answer as its caller sees it: when its first request went out, whether a
-    response came back, and whether the caller stopped waiting (`abandon`). The guarded
-    chat model reports to it; an abandoned answer makes no further calls."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.sent_at: float | None = None
-        self.answered = threading.Event()
-        self.abandoned = threading.Event()
-
-    def sending(self) -> None:
-        """A request is about to go out (raises once the caller has stopped waiting)."""
-        if self.abandoned.is_set():
-            raise TimeoutError("the caller stopped waiting for this answer")
-        if self.sent_at is None:
-            self.sent_at = self.clock()
-
-    def received(self) -> None:
-        self.answered.set()
-
-    def waiting_s(self) -> float:
-        """Seconds the first request has waited for its response (0 before it is sent,
-        and once it is answered)."""
-        if self.sent_at is None or self.answered.is_set():
-            return 0.0
-        return self.clock() - self.sent_at
-
-    def abandon(self) -> None:
-        self.abandoned.set()
-
-
 def first_token_note(seconds: float) -> str:
     return (f"LLM answer abandoned: no response within {seconds:g} s of asking "
             "(NCCLBOT_LLM_FIRST_TOKEN_S); this is the deterministic answer.")
@@ -217,17 +237,30 @@ class Troubleshooter:
                  chat_model: Any = None, agent_store: Any = None,
                  analyzer: Analyzer | None = None, cache_size: int = 64) -> None:
         self.settings = settings
-        #: the one decision whether an LLM answers
-        self.uses_llm = llm_configured(settings) or chat_model is not None
+        #: the one decision whether an LLM answers: the settings name a provider (or a test
+        #: hands in a chat model)
+        self.uses_llm = bool(settings.llm_provider) or chat_model is not None
         self._respond = respond
         self._chat_model = chat_model
         self._agent_store = agent_store
-        if self.uses_llm and agent_store is None:
-            from bot.threads import open_thread_store
-
-            self._agent_store = open_thread_store(settings)
+        self._store_lock = threading.Lock()
         self.analyses = AnalysisCache(analyzer or make_analyzer(settings), cache_size)
         self.breaker = CircuitBreaker()
+
+    def llm_available(self) -> bool:
+        """Whether the next answer would ask the LLM: one is configured and the circuit
+        breaker is not open."""
+        return self.uses_llm and self.breaker.allows()
+
+    def agent_store(self) -> Any:
+        """The agent's per-thread memory: the one given, else the bot's state database,
+        opened on the first LLM answer (a deterministic answer never opens it)."""
+        with self._store_lock:
+            if self._agent_store is None:
+                from bot.state.threads import open_thread_store
+
+                self._agent_store = open_thread_store(self.settings)
+            return self._agent_store
 
     # -- analysis -------------------------------------------------------------------------
 
@@ -255,11 +288,12 @@ class Troubleshooter:
     def answer(self, question: Question, *, confirm_probe: Any = None, strict: bool = False,
                llm: bool | None = None, **agent_extra: Any) -> Answer:
         """The answer; never raises, except bad input with `strict` (the CLI prints that
-        in one line). `confirm_probe(proposal) -> bool` is asked before the agent runs a
-        probe it proposed; `llm=False` answers deterministically even when an LLM is
-        configured (Slack posts that first); `agent_extra` goes to `bot.agent.respond`."""
+        in one line). `confirm_probe(proposal) -> bool | str` is asked before the agent runs
+        a probe it proposed (a string declines it, saying why); `llm=False` answers
+        deterministically even when an LLM is configured (Slack posts that first, and hang
+        samples are answered so); `agent_extra` goes to `bot.agent.respond`."""
         try:
-            if llm is False:
+            if llm is False or question.samples:
                 return self._deterministic(question)
             return self._answer(question, confirm_probe, agent_extra)
         except NcclbotError as exc:
@@ -276,39 +310,43 @@ class Troubleshooter:
             return Answer.failure(exc)
 
     def _answer(self, q: Question, confirm_probe: Any, agent_extra: dict[str, Any]) -> Answer:
-        if self.uses_llm and not self.breaker.allows():
-            note = (f"LLM skipped for {self.breaker.left_s():.0f} s more: it failed "
-                    f"{self.breaker.threshold} times in a row; this is the deterministic answer.")
-            return self._deterministic(q).with_notes(note)
-        if self.uses_llm:
-            respond = self._respond or _agent_respond()
-            extra = dict(agent_extra)
-            if self._agent_store is not None:
-                extra.setdefault("store", self._agent_store)
-            if self._chat_model is not None:
-                extra.setdefault("model", self._chat_model)
-            # the agent reads its attachments itself; its fallback reuses this analysis
-            watch = LlmWatch()
-            found = self._within_first_token(watch, lambda: respond(
-                q.text, attachments=q.logs, thread_id=q.thread_id, settings=self.settings,
-                confirm_probe=confirm_probe, lang=q.lang, watch=watch,
-                analysis=(lambda: self.analysis(q)) if q.logs else None, **extra))
-            if found is None:  # the LLM did not answer in time: it goes on alone, unheard
-                self.breaker.record(True)
-                return self._deterministic(q).with_notes(
-                    first_token_note(self.settings.llm_first_token_s))
-            self.breaker.record(any(n.startswith(OUTAGE_NOTES) for n in found.notes))
+        if not self.uses_llm:
+            return self._deterministic(q)
+        if not self.breaker.allows():
+            return self._deterministic(q, (
+                f"LLM skipped for {self.breaker.left_s():.0f} s more: it failed "
+                f"{self.breaker.threshold} times in a row; this is the deterministic answer.",))
+        respond = self._respond or _agent_respond()
+        extra = dict(agent_extra)
+        extra.setdefault("store", self.agent_store())
+        if self._chat_model is not None:
+            extra.setdefault("model", self._chat_model)
+        watch = LlmWatch()  # the agent reads its attachments itself
+        found = self._within_first_token(watch, lambda: respond(
+            q.text, attachments=q.logs, thread_id=q.thread_id, settings=self.settings,
+            confirm_probe=confirm_probe, lang=q.lang, watch=watch, **extra))
+        if found is None:  # the LLM did not answer in time: it goes on alone, unheard
+            self.breaker.record(True)
+            return self._deterministic(q, (first_token_note(self.settings.llm_first_token_s),))
+        self.breaker.record(any(n.startswith(OUTAGE_NOTES) for n in found.notes))
+        if isinstance(found, Answer):
             return found
-        return self._deterministic(q)
+        # the agent declined: the deterministic answer over the thread's logs, saying why
+        asked = q if set(found.logs) == set(q.logs) else replace(q, logs=found.logs, logs_key=None)
+        answer = self._deterministic(asked, found.notes, LlmUse(used=False))
+        if found.record is not None:
+            found.record(answer.summary)
+        return answer
 
-    def _within_first_token(self, watch: LlmWatch, call: Callable[[], Answer]
-                            ) -> Answer | None:
+    def _within_first_token(self, watch: LlmWatch,
+                            call: Callable[[], Answer | AgentDeclined]
+                            ) -> Answer | AgentDeclined | None:
         """`call()` on a thread of its own; None when its first LLM request waited longer
         than `llm_first_token_s` for a response (the call is then abandoned: it makes no
         further requests and its answer is dropped). The one bound of a hung LLM, for the
         CLI and Slack alike."""
         done = threading.Event()
-        result: list[Answer] = []
+        result: list[Answer | AgentDeclined] = []
         failure: list[BaseException] = []
 
         def run() -> None:
@@ -330,35 +368,21 @@ class Troubleshooter:
             raise failure[0]
         return result[0]
 
-    def _deterministic(self, q: Question) -> Answer:
-        analysis = self.analysis(q)
-        if q.text.strip():
-            from bot.ask import answer_question
-
-            return answer_question(q.text, lang=q.lang, settings=self.settings,
-                                   analysis=analysis, facts=dict(q.facts))
-        if analysis is not None:
-            from bot.ask import resolve_lang
-            from bot.service import answer_from_analysis, bundled_cards
-
-            report, diagnosis = analysis
-            return answer_from_analysis(report, diagnosis, bundled_cards(),
-                                        resolve_lang("", q.lang) if q.lang == "auto"
-                                        else q.lang, brief=True, facts=dict(q.facts))
-        return Answer.plain("no_evidence", "No log to analyze yet.",
-                            NO_LOG["en"] + "\n" + NO_LOG["zh"])
+    def _deterministic(self, q: Question, notes: Sequence[str] = (),
+                       llm: LlmUse | None = None) -> Answer:
+        return deterministic(q, self.analysis(q), self.settings, notes=notes, llm=llm)
 
     def follow_up(self, question: Question, previous: Answer) -> FollowUp:
         """A short reply to a question asked in a thread that already has `previous`: the
         agent's (with its thread memory) when an LLM answers, else the sentences of the
         thread's answer and cards that address it. Never raises."""
-        from bot.followup import agent_follow_up, follow_up, question_lang
+        from bot.answering.followup import agent_follow_up, follow_up, question_lang
 
         lang = question_lang(question.text)
         try:
             if self.uses_llm:
                 return agent_follow_up(self.answer(question), lang)
-            from bot.service import bundled_cards
+            from bot.answering.knowledge import bundled_cards
 
             return follow_up(question.text, previous, {c.id: c for c in bundled_cards()})
         except Exception as exc:  # a failed reply is still a reply
@@ -372,10 +396,10 @@ class Troubleshooter:
         import time
 
         t0 = time.monotonic()
+        from bot.answering.knowledge import bundled_cards, bundled_index
         from bot.logs.analyze import analyzer_for
         from bot.memory.runtime import index_for
         from bot.retrieval.search import get_retriever
-        from bot.service import bundled_cards, bundled_index
 
         cards = list(bundled_cards())
         analyzer_for(cards, self.settings.cache_dir)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bot.contract import Answer, Lang
+from bot.answering.contract import Answer, Lang
 from bot.knowledge.cards import Card
 from bot.render.text import sentences, shorten
 from bot.retrieval.tokenize import has_cjk, tokenize

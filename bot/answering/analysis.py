@@ -1,28 +1,18 @@
-"""The troubleshooting service: what the CLI, the agent and Slack call (knows nothing of them)."""
+"""The evidence: logs (and Flight Recorder dumps) analysed into a report and a diagnosis,
+and the answer from that analysis alone (or from hang samples)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import pickle
-from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache, partial
-from pathlib import Path
-from types import ModuleType
-from typing import BinaryIO, TypeVar
+from collections.abc import Mapping, Sequence
+from functools import partial
 
-from bot.answer import build_answer
+from bot.answering.answer import build_answer
+from bot.answering.contract import Answer, LlmUse
+from bot.answering.knowledge import bundled_index, knowledge_for
 from bot.config import Settings
-from bot.contract import Answer
-from bot.diagnosis import asked, nearest
-from bot.diagnosis.asked import QuestionIndex
 from bot.diagnosis.engine import Diagnosis, diagnose
-from bot.diagnosis.nearest import IncidentIndex
-from bot.errors import InputError, KnowledgeError
-from bot.knowledge import cards as cards_module
-from bot.knowledge.cards import Card, card_files, load_cards
-from bot.knowledge.incidents import Incident, incident_files, load_incidents
-from bot.logs import salient
+from bot.errors import InputError
+from bot.knowledge.cards import Card
 from bot.logs.analyze import analyzer_for
 from bot.logs.flight_recorder import (
     MAX_DUMP_BYTES,
@@ -33,81 +23,8 @@ from bot.logs.flight_recorder import (
 )
 from bot.logs.fr_sandbox import DumpInput, read_dumps
 from bot.logs.model import LogReport
-from bot.logs.sources import ATTACH_HINT, Limits, LogSource, SourceStats, expand_inputs
-from bot.retrieval import tokenize
+from bot.logs.sources import ATTACH_HINT, Limits, LogSource, SourceStats
 from tools.hang.model import HangSample
-
-T = TypeVar("T")
-
-
-def _bundled(load: Callable[[], list[T]], what: str) -> tuple[T, ...]:
-    try:
-        return tuple(load())
-    except ValueError as exc:
-        raise KnowledgeError(
-            f"the knowledge base has a defective {what}: {exc}",
-            hint="Run `ncclbot knowledge check` for the full list.",
-        ) from exc
-
-
-@lru_cache(maxsize=1)
-def bundled_cards() -> tuple[Card, ...]:
-    return _bundled(load_cards, "card")
-
-
-@lru_cache(maxsize=1)
-def bundled_incidents() -> tuple[Incident, ...]:
-    return _bundled(load_incidents, "incident")
-
-
-def _disk_cached(name: str, files: Sequence[Path], build: Callable[[], T],
-                 cache_dir: Path | None, code: Sequence[ModuleType] = ()) -> T:
-    """`build()`, kept on disk in `cache_dir` for the next process (a pickle of our own,
-    keyed by the files it is built from and the code that builds it)."""
-    if cache_dir is None:
-        return build()
-    h = hashlib.sha1(f"ncclbot-{name}-v1".encode())
-    for module in code:
-        h.update(Path(str(module.__file__)).read_bytes())
-    for path in files:
-        st = path.stat()
-        h.update(f"{path.name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    cached = Path(cache_dir) / f"{name}-{h.hexdigest()[:20]}.pickle"
-    try:
-        return pickle.loads(cached.read_bytes())  # type: ignore[no-any-return]
-    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
-        pass
-    value = build()
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(cached)
-    except OSError:
-        pass  # a read-only cache dir: build on every start instead
-    return value
-
-
-@lru_cache(maxsize=2)
-def knowledge_for(cache_dir: Path | None) -> tuple[tuple[Card, ...], IncidentIndex]:
-    """The cards and the nearest-incident index over every bundled incident and card, once
-    per process (and, with `cache_dir`, once per change of the knowledge files)."""
-    def build() -> tuple[tuple[Card, ...], IncidentIndex]:
-        return bundled_cards(), IncidentIndex(bundled_incidents(), bundled_cards())
-
-    return _disk_cached("knowledge", [*incident_files(), *card_files()], build, cache_dir,
-                        (nearest, salient, cards_module))
-
-
-@lru_cache(maxsize=2)
-def question_index(cache_dir: Path | None) -> QuestionIndex:
-    """The incidents by the questions asked about them (`bot.diagnosis.asked`)."""
-    return _disk_cached("questions", incident_files(), lambda: QuestionIndex(bundled_incidents()),
-                        cache_dir, (asked, tokenize))
-
-
-def bundled_index(cache_dir: Path | None = None) -> IncidentIndex:
-    return knowledge_for(cache_dir)[1]
 
 
 def analyze_sources(
@@ -189,41 +106,29 @@ def _read_dump(src: LogSource) -> bytes:
     return data
 
 
-def analyze_paths(
-    paths: Sequence[str],
-    settings: Settings | None = None,
-    lang: str = "both",
-    stdin: BinaryIO | None = None,
-    facts: Mapping[str, str] | None = None,
-) -> Answer:
-    """Analyze log files (or '-' for stdin) and return the answer (`facts`: answered
-    deciding questions, `--fact KEY=VALUE`)."""
-    cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
-    report, diagnosis = analyze_sources(expand_inputs(paths, stdin), settings, cards)
-    return answer_from_analysis(report, diagnosis, cards, lang, facts=facts)
-
-
 def answer_from_analysis(report: LogReport, diagnosis: Diagnosis, cards: Sequence[Card],
                          lang: str = "both", brief: bool = False,
-                         facts: Mapping[str, str] | None = None) -> Answer:
+                         facts: Mapping[str, str] | None = None, *,
+                         notes: Sequence[str] = (), llm: LlmUse | None = None) -> Answer:
     """The answer from the logs alone, with what went wrong reading them and, when nothing
-    was found, what was read (`brief`: without listing what was looked for). With `facts`
-    the causes are ranked again with those answers as evidence (same neighbours)."""
+    was found, what was read (`brief`: without listing what was looked for), then `notes`.
+    With `facts` the causes are ranked again with those answers as evidence (same
+    neighbours)."""
     if facts:
         diagnosis = diagnose(report, list(cards), neighbours=diagnosis.neighbours, facts=facts)
-    answer = add_source_notes(build_answer(diagnosis, list(cards), report, lang, facts=facts),
-                              report)
+    read = source_notes(report)
     if diagnosis.verdict == "no_evidence":
         looked_for = "" if brief else (" (no NCCL errors, watchdog timeouts, tracebacks or "
                                        "signals)")
-        answer.notes.append(
+        read.append(
             f"read {report.total_bytes} bytes, {report.total_lines} lines from "
             f"{len(report.sources)} file(s) and found no failure evidence{looked_for}."
         )
-    return answer
+    return build_answer(diagnosis, list(cards), report, lang, facts=facts,
+                        notes=[*read, *notes], llm=llm)
 
 
-def add_source_notes(answer: Answer, report: LogReport) -> Answer:
+def source_notes(report: LogReport) -> list[str]:
     """Each input's reading problems (skipped zip members, decoding, limits) as notes; one
     problem shared by many inputs (the members not read after a zip bomb) is one note."""
     by_problem: dict[str, list[str]] = {}
@@ -238,7 +143,7 @@ def add_source_notes(answer: Answer, report: LogReport) -> Answer:
                 notes.append(f"{src.name}: {p}")
             elif src.name == names[0]:
                 notes.append(f"{len(names)} inputs ({names[0]} … {names[-1]}): {p}")
-    return answer.with_notes(*notes)
+    return notes
 
 
 #: the card for a live hang where one rank is in its own code and the others wait for it
@@ -246,10 +151,12 @@ HOST_STUCK_CARD = "live-hang-one-rank-outside-the-collective"
 
 
 def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
-                lang: str = "both") -> Answer:
+                lang: str = "both", *, notes: Sequence[str] = (),
+                llm: LlmUse | None = None) -> Answer:
     """The answer for a live hang: the nodes' `hang` samples triangulated (which rank, where,
-    what kind of hang), with cards, similar incidents and next steps like any diagnosis."""
-    from bot.contract import decide_verdict
+    what kind of hang), with cards, similar incidents and next steps like any diagnosis;
+    the headline is what the samples show; the triangulation's notes, then `notes`."""
+    from bot.answering.contract import decide_verdict
     from bot.diagnosis.hang import triangulate
     from bot.logs.crossrank import Suspect
 
@@ -266,7 +173,6 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     top = diagnosis.root_causes[0].certainty if diagnosis.root_causes else None
     decided = decide_verdict(top, logs_given=True,
                              log_failure=verdict.kind not in ("unknown", "progressing"))
-    answer = build_answer(diagnosis, cards, None, lang, verdict=decided)
-    answer.summary = f"{verdict.kind.replace('_', ' ')}: {verdict.summary}"
-    answer.headline = {lg: answer.summary for lg in answer.headline}  # what the sample shows
-    return answer.with_notes(*verdict.notes)
+    return build_answer(diagnosis, cards, None, lang, verdict=decided,
+                        headline=f"{verdict.kind.replace('_', ' ')}: {verdict.summary}",
+                        notes=[*verdict.notes, *notes], llm=llm)

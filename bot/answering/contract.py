@@ -9,6 +9,7 @@ do not come from a diagnosis (`Answer.error`, `Answer.failure`, `Answer.waiting_
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import (
@@ -40,6 +41,17 @@ def langs_of(lang: str) -> tuple[Lang, ...]:
     if lang in LANGS:
         return (lang,)
     raise ValueError(f"lang must be en, zh or both, not {lang!r}")
+
+
+def resolve_lang(question: str, lang: str) -> str:
+    """en | zh | both; `auto` is the question's language (Chinese when it has CJK)."""
+    if lang == "auto":
+        from bot.retrieval.tokenize import has_cjk
+
+        return "zh" if has_cjk(question) else "en"
+    if lang not in ("en", "zh", "both"):
+        raise ValueError(f"lang must be en, zh, both or auto, not {lang!r}")
+    return lang
 
 
 def decide_verdict(top_certainty: str | None, *, logs_given: bool, log_failure: bool,
@@ -246,6 +258,11 @@ class InputSummary(_Model):
 class Answer(_Model):
     """One answer to a crash log or a question."""
 
+    # frozen: built once, with its notes and `llm` passed in (`bot.answering.troubleshooter
+    # .deterministic`, the agent's `compose_answer`); the docstring is the schema's
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True,
+                              frozen=True)
+
     verdict: Verdict
     summary: str
     #: the first line a reader sees, per language: what the log shows and the cause (a
@@ -283,8 +300,9 @@ class Answer(_Model):
     # -- constructors for answers without a diagnosis --------------------------------------
 
     @classmethod
-    def plain(cls, verdict: Verdict, summary: str, text: str) -> Answer:
-        return cls(verdict=verdict, summary=summary, text=text)
+    def plain(cls, verdict: Verdict, summary: str, text: str, notes: Sequence[str] = (),
+              llm: LlmUse | None = None) -> Answer:
+        return cls(verdict=verdict, summary=summary, text=text, notes=list(notes), llm=llm)
 
     @classmethod
     def error(cls, message: str, hint: str | None = None) -> Answer:
@@ -305,10 +323,6 @@ class Answer(_Model):
     @property
     def root_causes(self) -> list[RootCauseOut]:
         return self.diagnosis.root_causes
-
-    def with_notes(self, *notes: str) -> Answer:
-        """This answer with more notes (a copy)."""
-        return self.model_copy(update={"notes": [*self.notes, *notes]})
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, indent=2)
