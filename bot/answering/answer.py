@@ -191,7 +191,8 @@ def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> R
             category=rc.category, card=None, confidence=rc.confidence, certainty=rc.certainty,
             evidence=[e.out() for e in rc.evidence],
             category_name={lg: getattr(cat, lg) for lg in langs}, why=why,
-            title={lg: rc.local.title for lg in langs}, remediation={}, local=rc.local.id)
+            title={lg: rc.local.title for lg in langs}, remediation={}, local=rc.local.id,
+            kinds=sorted(rc.kinds))
     return RootCauseOut(
         category=rc.category, card=rc.card, confidence=rc.confidence,
         certainty=rc.certainty,

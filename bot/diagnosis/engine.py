@@ -115,8 +115,8 @@ def certainty(confidence: float, kinds: frozenset[str] | set[str] = frozenset(),
     `possible` (None: not known, no such rule)."""
     likely_from, possible_from = (cuts or CERTAINTY_CUTS)[
         group_of(kinds, uncontested(confidence, margin))]
-    if confidence >= likely_from:
-        return "likely"
+    if confidence >= likely_from and (margin is None or margin > 0):
+        return "likely"  # only a leading cause: one behind another is never more than weak
     if confidence >= possible_from and (margin is None or margin >= CLOSE):
         return "possible"
     return "weak"
@@ -387,7 +387,8 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
             causes.append(_cause(category, chosen_card, score, total, report,
                                  evidence[category], why[category]))
             causes[-1].local = team
-            causes[-1].kinds = frozenset(kinds.get(category, ()))
+            # the team's incident is a past incident nearest to the log: the nearest channel
+            causes[-1].kinds = frozenset({*kinds.get(category, ()), "nearest"})
             # the team's incident is this cause's own evidence; its card matched through it
             causes[-1].card_matched = chosen_card is not None
             continue

@@ -177,7 +177,8 @@ def suspect_line(answer: Answer, lg: Lang) -> str:
 
 def _budgeted_steps(steps: Sequence[str], budget: int) -> str:
     """Numbered steps, each cut so that all of them fit in `budget` characters."""
-    if not steps or budget <= 40:
+    steps = steps[:max(0, budget // 64)]  # fewer steps rather than lines past the budget
+    if not steps:
         return ""
     per = max(60, budget // len(steps) - 4)
     lines = []
@@ -264,14 +265,14 @@ def first_message(answer: Answer, lang: str = "both", answer_id: str = "",
     foot_text = "\n".join(foot)
     used = len(head) + sum(len(p) for p in parts) + len(foot_text) + 10
     steps = _steps(answer.remediation, lg)[:3] or _steps(answer.next_steps, lg)[:3]
-    seen_budget = min(220, FIRST_MAX - used - 200) if answer.similar_incidents else 0
+    # "seen before" (what fixed it last time, the team's own thread) goes before the steps'
+    # budget: with little room the steps are fewer, never the line that names the fix
+    seen = _seen_before(answer, lg, min(220, FIRST_MAX - used - 2))
     if steps:
-        body = _budgeted_steps(steps, FIRST_MAX - used - max(seen_budget, 0)
+        body = _budgeted_steps(steps, FIRST_MAX - used - (len(seen) + 1 if seen else 0)
                                - len(w["steps"]) - 6)
         if body:
             parts.append(f"*{w['steps']}*\n{body}")
-    used = len(head) + sum(len(p) + 1 for p in parts) + len(foot_text) + 4
-    seen = _seen_before(answer, lg, FIRST_MAX - used - 2)
     if seen:
         parts.append(seen)
     over = len(head) + sum(len(p) + 1 for p in parts) + len(foot_text) + 1 - FIRST_MAX
