@@ -13,6 +13,7 @@ import logging
 import re
 import sqlite3
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -114,7 +115,17 @@ class SqliteDatabase(Database):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        # Switching a new file to WAL takes an exclusive lock without waiting the busy
+        # timeout: two replicas starting at once on one file see "database is locked".
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     @contextmanager
     def tx(self) -> Iterator[Tx]:

@@ -167,7 +167,10 @@ def _hang_sample(dump: bytes) -> dict[str, Any]:
                           fr_dump_b64=base64.b64encode(dump).decode())
 
     sample = HangSample(host="gpu-node07", ranks=[rank(r) for r in range(4)])
-    return {"status": "success", "data": sample.model_dump(mode="json")}
+    from tools.result import ToolResult
+
+    return ToolResult(tool="hang", status="success", data=sample.model_dump(mode="json"),
+                      invocation="hang").model_dump(mode="json")
 
 
 @pytest.mark.parametrize("kind", ["laughs_11x10", "memo_8_bytes", "build_on_dict"])
