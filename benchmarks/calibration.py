@@ -50,7 +50,7 @@ from bot.diagnosis.evaluate import (  # noqa: E402
     word_stats,
 )
 from bot.diagnosis.nearest import IncidentIndex  # noqa: E402
-from bot.knowledge.incidents import Incident, load_incidents, load_sealed  # noqa: E402
+from bot.knowledge.incidents import Incident, dev_and_sealed  # noqa: E402
 
 MODES = ("analyze", "ask --log", "ask")
 
@@ -235,12 +235,7 @@ def main() -> None:
     from bot.retrieval.search import get_retriever
 
     cards = list(bundled_cards())
-    files = sorted(args.incidents.glob("*.yaml")) if args.incidents else None
-    corpus = load_incidents(files)
-    spec = load_sealed(args.incidents)
-    sealed_ids = set(spec.ids) if spec else set()
-    dev = [i for i in corpus if i.id not in sealed_ids]
-    sealed = [i for i in corpus if i.id in sealed_ids]
+    dev, sealed = dev_and_sealed(args.incidents)
     reports = analyze_incidents(dev + (sealed if args.sealed else []), cards)
     retriever = get_retriever(load_settings(), cards, progress=False)
     cache_dense(retriever, args.dense_cache)

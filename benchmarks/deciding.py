@@ -46,7 +46,7 @@ from bot.diagnosis.evaluate import analyze_incidents, fold_of, neighbours_for  #
 from bot.diagnosis.facts import deciding_question  # noqa: E402
 from bot.diagnosis.nearest import IncidentIndex, Neighbour  # noqa: E402
 from bot.knowledge.cards import Card  # noqa: E402
-from bot.knowledge.incidents import Incident, load_incidents, load_sealed  # noqa: E402
+from bot.knowledge.incidents import Incident, dev_and_sealed  # noqa: E402
 from bot.knowledge.taxonomy import Deciding, load_questions  # noqa: E402
 from bot.logs.model import LogReport  # noqa: E402
 
@@ -269,12 +269,7 @@ def main() -> None:
     from bot.answering.knowledge import bundled_cards
 
     cards = list(bundled_cards())
-    files = sorted(args.incidents.glob("*.yaml")) if args.incidents else None
-    corpus = load_incidents(files)
-    spec = load_sealed(args.incidents)
-    sealed_ids = set(spec.ids) if spec else set()
-    dev = [i for i in corpus if i.id not in sealed_ids]
-    sealed = [i for i in corpus if i.id in sealed_ids]
+    dev, sealed = dev_and_sealed(args.incidents)
     questions = load_questions()
     reports = analyze_incidents(dev + (sealed if args.sealed else []), cards)
 

@@ -47,7 +47,7 @@ from bot.diagnosis.evaluate import (  # noqa: E402
     tune,
 )
 from bot.diagnosis.nearest import IncidentIndex  # noqa: E402
-from bot.knowledge.incidents import load_incidents, load_sealed  # noqa: E402
+from bot.knowledge.incidents import dev_and_sealed  # noqa: E402
 
 
 def line(label: str, score: Score) -> str:
@@ -166,12 +166,7 @@ def main() -> None:
     from bot.answering.knowledge import bundled_cards
 
     cards = list(bundled_cards())
-    files = sorted(args.incidents.glob("*.yaml")) if args.incidents else None
-    corpus = load_incidents(files)
-    sealed_spec = load_sealed(args.incidents)
-    sealed_ids = set(sealed_spec.ids) if sealed_spec else set()
-    dev = [i for i in corpus if i.id not in sealed_ids]
-    sealed = [i for i in corpus if i.id in sealed_ids]
+    dev, sealed = dev_and_sealed(args.incidents)
     reports = analyze_incidents(dev + (sealed if args.sealed else []), cards)
     fusion = Fusion()
     summary: dict[str, dict[str, float]] = {}

@@ -239,6 +239,16 @@ def load_sealed(directory: Path | None = None) -> Sealed | None:
     return Sealed.model_validate(yaml_mapping(path.read_text(encoding="utf-8"), SEALED_FILE))
 
 
+def dev_and_sealed(directory: Path | None = None) -> tuple[list[Incident], list[Incident]]:
+    """The corpus in `directory` (default: the bundled one) split into development and the
+    sealed set (`sealed.yaml`'s ids; none without it), each in corpus order."""
+    corpus = load_incidents(sorted(directory.glob("*.yaml")) if directory else None)
+    spec = load_sealed(directory)
+    sealed_ids = set(spec.ids) if spec else set()
+    return ([i for i in corpus if i.id not in sealed_ids],
+            [i for i in corpus if i.id in sealed_ids])
+
+
 #: how many incidents the sealing rule of 2026-11-29 seals (the size of the set it replaced)
 SEAL_SIZE = 28
 
