@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AnyHttpUrl,
@@ -138,6 +139,14 @@ class Incident(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _forum_thread_names_its_site(self) -> Incident:
+        conf = self.confirmed_by.url
+        problem = forum_problem(str(self.source), self.repo, None if conf is None else str(conf))
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _facts_are_stated(self) -> Incident:
         problems = fact_problems(self.facts, self.stated())
         if problems:
@@ -161,6 +170,31 @@ class Incident(_Strict):
     def accepted(self) -> frozenset[str]:
         """The categories a diagnosis of this log may name and be right."""
         return frozenset({self.category, *self.secondary})
+
+
+#: the site whose threads are filed under the repository their URL names (`owner/name`)
+GITHUB_HOST = "github.com"
+
+
+def url_host(url: str) -> str:
+    """The host of a URL, lower-cased ('' when it has none)."""
+    return (urlsplit(url).hostname or "").lower()
+
+
+def forum_problem(source: str, repo: str, confirmed_at: str | None) -> str | None:
+    """A thread outside GitHub (a forum Q&A: discuss.pytorch.org, forums.developer.nvidia.com,
+    ...) is filed under its site, `repo: <host>/<forum section>`, and the post that confirms
+    the cause stands on the same site; None when that holds or the thread is on GitHub."""
+    host = url_host(source)
+    if host == GITHUB_HOST:
+        return None
+    if repo.split("/", 1)[0].lower() != host:
+        return (f"repo: a thread outside GitHub is filed as '<host>/<forum section>' "
+                f"(e.g. '{host}/distributed'), not '{repo}'")
+    if confirmed_at is not None and url_host(confirmed_at) != host:
+        return (f"confirmed_by.url: the confirming post of a {host} thread stands on {host} "
+                f"(the asker's reply or the answer they accepted), not {confirmed_at}")
+    return None
 
 
 def fact_problems(facts: dict[str, Fact], stated: str) -> list[str]:

@@ -206,3 +206,29 @@ def test_check_names_the_file_and_the_fact_whose_quote_is_not_stated(tmp_path: P
     _, problems = check_incidents(tmp_path)
     assert len(problems) == 1
     assert problems[0].startswith("a-case.yaml") and "facts.upgrade" in problems[0]
+
+
+FORUM = {**GOOD, "id": "forum-example-1",
+         "source": "https://discuss.pytorch.org/t/nccl-error-on-two-nodes/123456",
+         "repo": "discuss.pytorch.org/distributed",
+         "confirmed_by": {"who": "reporter", "author": "asker", "role": "reporter",
+                          "url": "https://discuss.pytorch.org/t/nccl-error-on-two-nodes/123456/4",
+                          "quote": "replacing the cable fixed it"}}
+
+
+def test_a_forum_thread_is_filed_under_its_site_and_confirmed_there(tmp_path: Path) -> None:
+    assert parse_incident(yaml.safe_dump(FORUM)).repo == "discuss.pytorch.org/distributed"
+    with pytest.raises(Exception, match="filed as '<host>/<forum section>'"):
+        parse_incident(yaml.safe_dump({**FORUM, "repo": "pytorch/pytorch"}))
+    elsewhere = {**FORUM["confirmed_by"], "url": "https://github.com/NVIDIA/nccl/issues/1"}
+    with pytest.raises(Exception, match=r"stands on discuss\.pytorch\.org"):
+        parse_incident(yaml.safe_dump({**FORUM, "confirmed_by": elsewhere}))
+    # GitHub threads keep their `owner/name`, whatever the confirmation's site (a release commit)
+    assert parse_incident(yaml.safe_dump({**GOOD, "confirmed_by": elsewhere})).repo == "NVIDIA/nccl"
+    # `knowledge check` names the file and the one-line reason, and goes on with the rest
+    (tmp_path / "forum-example-1.yaml").write_text(
+        yaml.safe_dump({**FORUM, "repo": "pytorch/pytorch"}), "utf-8")
+    (tmp_path / "nccl-example-1.yaml").write_text(yaml.safe_dump(GOOD), "utf-8")
+    incidents, problems = check_incidents(tmp_path)
+    assert [i.id for i in incidents] == ["nccl-example-1"]
+    assert any(p.startswith("forum-example-1.yaml") and "<forum section>" in p for p in problems)
