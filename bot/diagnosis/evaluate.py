@@ -10,8 +10,10 @@ training split, so its figure is what tuned settings do on threads they never sa
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import re
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -367,3 +369,79 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | N
                    round((top.confidence if top else 0.0) - second, 3),
                    bool(top and top.card_matched), top.log_alone if top else None,
                    verdict or diagnosis.verdict)
+
+
+# -- harder splits: new repositories, newer threads --------------------------------------------
+
+#: (name, training incidents, test incidents): one split of a cross-validation scheme
+Split = tuple[str, list[Incident], list[Incident]]
+SCHEMES = ("grouped", "repo", "time")
+
+
+def grouped_splits(corpus: Sequence[Incident], folds: int = 5) -> list[Split]:
+    """Grouped k-fold by thread (`fold_of`)."""
+    return [(f"fold {f}", [i for i in corpus if fold_of(i, folds) != f],
+             [i for i in corpus if fold_of(i, folds) == f]) for f in range(folds)]
+
+
+def repo_splits(corpus: Sequence[Incident]) -> list[Split]:
+    """Leave one repository out: each repository's incidents answered with indexes (and cuts)
+    of the other repositories only, as a thread from a project never seen would be."""
+    repos = sorted({i.repo.lower() for i in corpus})
+    return [(repo, [i for i in corpus if i.repo.lower() != repo],
+             [i for i in corpus if i.repo.lower() == repo]) for repo in repos]
+
+
+def time_splits(corpus: Sequence[Incident], blocks: int = 5) -> list[Split]:
+    """Time-ordered: the dated threads in `blocks` blocks by thread date (a thread's incidents
+    together, dated by its earliest); each block after the first answered with only the
+    older blocks (and the undated incidents, which are never tested) to learn from, as the
+    newest threads are answered by a system built before them."""
+    first: dict[str, dt.date] = {}
+    for i in corpus:
+        if i.date is not None:
+            t = thread_of(i)
+            first[t] = min(first.get(t, i.date), i.date)
+    threads = sorted(first, key=lambda t: (first[t], t))
+    size = -(-len(threads) // blocks)
+    block = {t: n // size for n, t in enumerate(threads)}
+    out: list[Split] = []
+    for b in range(1, blocks):
+        test = [i for i in corpus if block.get(thread_of(i), -1) == b]
+        train = [i for i in corpus if block.get(thread_of(i), -1) < b]
+        if test:
+            out.append((f"block {b}", train, test))
+    return out
+
+
+def splits_of(scheme: str, corpus: Sequence[Incident], folds: int = 5) -> list[Split]:
+    """The splits of a scheme in `SCHEMES` (`folds`: grouped folds or time blocks)."""
+    if scheme == "grouped":
+        return grouped_splits(corpus, folds)
+    if scheme == "repo":
+        return repo_splits(corpus)
+    if scheme == "time":
+        return time_splits(corpus, folds)
+    raise ValueError(f"unknown scheme {scheme!r}: one of {', '.join(SCHEMES)}")
+
+
+def split_cut_cv(splits: Sequence[Split], answered: Sequence[Outcome],
+                 pool: Sequence[Outcome], margin: float = 0.03,
+                 fit: Callable[[Sequence[Outcome], float], Cuts] | None = None
+                 ) -> list[tuple[Outcome, str]]:
+    """Cuts chosen on each split's training incidents, applied to its test incidents:
+    `answered` are the test answers of every split (answered with that split's indexes),
+    `pool` the answers the cuts are fit on (each training incident's, as answered in the
+    grouped CV, which is how the shipped cuts are chosen). No test incident's own outcome
+    is ever used to choose the cuts it is judged with."""
+    fit = fit or fit_cuts
+    by_id: dict[str, list[Outcome]] = defaultdict(list)
+    for o in answered:
+        by_id[o.id].append(o)
+    said: list[tuple[Outcome, str]] = []
+    for _name, train, test in splits:
+        ids = {i.id for i in train}
+        cuts = fit([o for o in pool if o.id in ids], margin)
+        for case in test:
+            said += [(o, o.word(cuts)) for o in by_id.get(case.id, [])]
+    return said
