@@ -28,6 +28,7 @@ from bot.diagnosis.engine import (
     Fusion,
     capped_certainty,
     diagnose,
+    grounded,
     group_of,
     uncontested,
 )
@@ -260,8 +261,14 @@ class Outcome:
     log_alone: Alone | None = None
     #: the answer's verdict (every incident is a real failure: `no_evidence` is a miss)
     verdict: str = ""
+    #: the leading cause's category
+    category: str = ""
 
     def word(self, cuts: Cuts | None = None) -> str:
+        """The certainty word the answer gives its leading cause; an answer whose verdict
+        is `no_evidence` heads with "the log shows no failure" and claims none (weak)."""
+        if self.verdict == "no_evidence":
+            return "weak"
         return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts, self.margin)
 
     @property
@@ -319,14 +326,16 @@ def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
     `engine.CLOSE` ahead of the next category, as only those can be said with it)."""
     cuts: Cuts = {}
     for group in GROUPS:
-        rows = [o for o in outcomes if o.group == group]
+        # an answer that finds no failure in the log says no word for its candidates
+        rows = [o for o in outcomes if o.group == group and o.verdict != "no_evidence"]
         points = [(o.confidence, o.top1) for o in rows]
         if len(points) < 2 * MIN_SUPPORT:
             cuts[group] = UNCALIBRATED[group]
             continue
         likely = _lowest_cut(points, TARGETS["likely"], margin)
         below = [(o.confidence, o.top1) for o in rows
-                 if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)]
+                 if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)
+                 and grounded(o.kinds, o.log_alone is not None)]
         # too few cases below the likely cut to choose one: the uncalibrated possible cut
         possible = min(likely, _lowest_cut(below, TARGETS["possible"], margin)
                        if len(below) >= 2 * MIN_SUPPORT else UNCALIBRATED[group][1])
@@ -368,7 +377,7 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | N
                    top.kinds if top else frozenset(), judged.top1, judged.top3,
                    round((top.confidence if top else 0.0) - second, 3),
                    bool(top and top.card_matched), top.log_alone if top else None,
-                   verdict or diagnosis.verdict)
+                   verdict or diagnosis.verdict, top.category if top else "")
 
 
 # -- harder splits: new repositories, newer threads --------------------------------------------
