@@ -6,18 +6,30 @@ For every dev incident (knowledge/incidents less the sealed ids) three answers a
 - `ask --log`: its log and the question its reporter asked (English);
 - `ask`: the question alone (incidents that carry one).
 
-Grouped 5-fold CV by thread (every incident of one source thread in one fold): a case is
-answered with a nearest-incident index and a question index built from the other folds
-only. Per certainty word: precision (the leading cause's category is one the incident
-accepts) and coverage (the share of answers said with that word), with the shipped cuts
-(`engine.CERTAINTY_CUTS`), with the uncalibrated cuts (0.5 / 0.3 for every evidence group),
-and with cuts chosen inside each training split (`evaluate.fit_cuts`) and applied to the
-held-out threads. `--fit` prints the cuts chosen on all of dev (what ships).
+Three cross-validation schemes (`--schemes`; `evaluate.splits_of`), a case always answered
+with a nearest-incident index and a question index built from its split's training
+incidents only:
+
+- `grouped`: 5-fold by thread (every incident of one source thread in one fold);
+- `repo`: leave one repository out (a thread from a project never seen);
+- `time`: the dated threads in 5 blocks by date, each block after the first answered with
+  only the older ones (and the undated) to learn from: new threads, as the sealed set's.
+
+Per certainty word: precision (the leading cause's category is one the incident accepts)
+and coverage (the share of answers said with that word), with the shipped cuts
+(`engine.CERTAINTY_CUTS`), with the uncalibrated cuts (0.5 / 0.3 for every evidence group;
+grouped only), and with cuts chosen on each split's training threads (`evaluate.fit_cuts`
+on their grouped-CV answers, as the shipped cuts are chosen) and applied to its test
+threads; then the same for the test threads no card cites (the sealed set is drawn from
+those). An answer whose verdict is `no_evidence` says no word (weak). Choose a change by
+the harder schemes, not by the grouped one. `--fit` prints the cuts chosen on all of dev
+(what ships).
 
 A reliability diagram (confidence bins vs. how often the leading cause was right, per mode)
 is written as a PNG to `--png` (default: a temporary folder).
 
-    .venv/bin/python benchmarks/calibration.py                  # dev CV, BEFORE/AFTER table
+    .venv/bin/python benchmarks/calibration.py                  # dev, the three CV schemes
+    .venv/bin/python benchmarks/calibration.py --schemes time   # only the time-ordered one
     .venv/bin/python benchmarks/calibration.py --fit            # and the cuts to ship
     .venv/bin/python benchmarks/calibration.py --sealed         # the sealed set (once a stop)
 """
