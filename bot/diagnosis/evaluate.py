@@ -321,8 +321,9 @@ def _lowest_cut(points: Sequence[tuple[float, bool]], target: float, margin: flo
 
 def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
     """Per evidence group, the lowest cuts at which `likely` and `possible` meet their
-    targets on `outcomes` (a group with too few cases keeps the uncalibrated cuts, and the
-    possible cut is never above the likely one; `possible` is chosen on the causes at least
+    targets on `outcomes` (a group with too few cases keeps the uncalibrated cuts; one with
+    too few below its likely cut says no `possible`, and the possible cut is never above the
+    likely one; `possible` is chosen on the causes at least
     `engine.CLOSE` ahead of the next category, as only those can be said with it)."""
     cuts: Cuts = {}
     for group in GROUPS:
@@ -336,9 +337,10 @@ def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
         below = [(o.confidence, o.top1) for o in rows
                  if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)
                  and grounded(o.kinds, o.log_alone is not None)]
-        # too few cases below the likely cut to choose one: the uncalibrated possible cut
+        # too few cases below the likely cut to check `possible` on: it is not said (a cause
+        # of the group below its likely cut is unclear)
         possible = min(likely, _lowest_cut(below, TARGETS["possible"], margin)
-                       if len(below) >= 2 * MIN_SUPPORT else UNCALIBRATED[group][1])
+                       if len(below) >= 2 * MIN_SUPPORT else likely)
         cuts[group] = (round(likely, 3), round(possible, 3))
     return cuts
 
