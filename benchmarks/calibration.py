@@ -6,18 +6,30 @@ For every dev incident (knowledge/incidents less the sealed ids) three answers a
 - `ask --log`: its log and the question its reporter asked (English);
 - `ask`: the question alone (incidents that carry one).
 
-Grouped 5-fold CV by thread (every incident of one source thread in one fold): a case is
-answered with a nearest-incident index and a question index built from the other folds
-only. Per certainty word: precision (the leading cause's category is one the incident
-accepts) and coverage (the share of answers said with that word), with the shipped cuts
-(`engine.CERTAINTY_CUTS`), with the uncalibrated cuts (0.5 / 0.3 for every evidence group),
-and with cuts chosen inside each training split (`evaluate.fit_cuts`) and applied to the
-held-out threads. `--fit` prints the cuts chosen on all of dev (what ships).
+Three cross-validation schemes (`--schemes`; `evaluate.splits_of`), a case always answered
+with a nearest-incident index and a question index built from its split's training
+incidents only:
+
+- `grouped`: 5-fold by thread (every incident of one source thread in one fold);
+- `repo`: leave one repository out (a thread from a project never seen);
+- `time`: the dated threads in 5 blocks by date, each block after the first answered with
+  only the older ones (and the undated) to learn from: new threads, as the sealed set's.
+
+Per certainty word: precision (the leading cause's category is one the incident accepts)
+and coverage (the share of answers said with that word), with the shipped cuts
+(`engine.CERTAINTY_CUTS`), with the uncalibrated cuts (0.5 / 0.3 for every evidence group;
+grouped only), and with cuts chosen on each split's training threads (`evaluate.fit_cuts`
+on their grouped-CV answers, as the shipped cuts are chosen) and applied to its test
+threads; then the same for the test threads no card cites (the sealed set is drawn from
+those). An answer whose verdict is `no_evidence` says no word (weak). Choose a change by
+the harder schemes, not by the grouped one. `--fit` prints the cuts chosen on all of dev
+(what ships).
 
 A reliability diagram (confidence bins vs. how often the leading cause was right, per mode)
 is written as a PNG to `--png` (default: a temporary folder).
 
-    .venv/bin/python benchmarks/calibration.py                  # dev CV, BEFORE/AFTER table
+    .venv/bin/python benchmarks/calibration.py                  # dev, the three CV schemes
+    .venv/bin/python benchmarks/calibration.py --schemes time   # only the time-ordered one
     .venv/bin/python benchmarks/calibration.py --fit            # and the cuts to ship
     .venv/bin/python benchmarks/calibration.py --sealed         # the sealed set (once a stop)
 """
@@ -37,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.diagnosis.engine import CERTAINTY_CUTS, UNCALIBRATED, Cuts, Fusion, diagnose  # noqa: E402
 from bot.diagnosis.evaluate import (  # noqa: E402
+    SCHEMES,
     WORDS,
     Outcome,
     WordStats,
@@ -47,10 +60,12 @@ from bot.diagnosis.evaluate import (  # noqa: E402
     neighbours_for,
     outcome_of,
     said_stats,
+    split_cut_cv,
+    splits_of,
     word_stats,
 )
 from bot.diagnosis.nearest import IncidentIndex  # noqa: E402
-from bot.knowledge.incidents import Incident, dev_and_sealed  # noqa: E402
+from bot.knowledge.incidents import Incident, dev_and_sealed, thread_key  # noqa: E402
 
 MODES = ("analyze", "ask --log", "ask")
 
@@ -213,7 +228,9 @@ def diagram(outcomes: Sequence[Outcome], path: Path, cuts: Cuts) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--incidents", type=Path, help="corpus folder (default: the bundled one)")
-    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=5, help="grouped folds and time blocks")
+    ap.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES),
+                    help="cross-validation schemes (default: all)")
     ap.add_argument("--png", type=Path, help="reliability diagram (default: a temp folder)")
     ap.add_argument("--fit", action="store_true", help="print the cuts chosen on all of dev")
     ap.add_argument("--sealed", action="store_true",
@@ -241,37 +258,52 @@ def main() -> None:
     cache_dense(retriever, args.dense_cache)
     distinctive = retriever.sparse.distinctive(DISTINCTIVE_DF)
 
+    cited = {thread_key(u) for c in cards for u in c.source_urls}
     outcomes: list[Outcome] = []
-    for f in range(args.folds):
-        test = [i for i in dev if fold_of(i, args.folds) == f]
-        train = [i for i in dev if fold_of(i, args.folds) != f]
+    for _name, train, test in splits_of("grouped", dev, args.folds):
         outcomes += collect(test, train, reports, cards, retriever, distinctive)
+    answered = {"grouped": outcomes}
+    for scheme in args.schemes:
+        if scheme not in answered:
+            answered[scheme] = [o for _name, train, test in splits_of(scheme, dev, args.folds)
+                                for o in collect(test, train, reports, cards, retriever,
+                                                 distinctive)]
     if args.save:
         import pickle
 
-        args.save.write_bytes(pickle.dumps(outcomes))
+        args.save.write_bytes(pickle.dumps(answered))
 
     summary: dict[str, object] = {}
-    lines = [f"dev {args.folds}-fold grouped CV, {len(dev)} incidents "
-             f"(precision of the leading cause said with each word, count, coverage)"]
+    lines = [f"dev {len(dev)} incidents; precision of the leading cause said with each word, "
+             "count, coverage. Schemes: grouped = 5-fold by thread; repo = leave one "
+             "repository out; time = dated threads in 5 blocks by date, each answered with "
+             "the older ones only. Cuts fit on each split's training threads (their grouped-CV "
+             "answers) and applied to its test threads; 'uncited' = the test threads no card "
+             "cites (as the sealed set's)."]
     # one set of cuts serves every mode: chosen on the training threads of all modes
-    said_all, chosen = grouped_cut_cv(outcomes, args.folds)
-    summary["cuts chosen per fold"] = chosen
-    for mode in MODES:
-        rows = [o for o in outcomes if o.mode == mode]
-        said = [(o, w) for o, w in said_all if o.mode == mode]
-        table = {"uncalibrated (0.5/0.3)": word_stats(rows, UNCALIBRATED),
-                 "shipped cuts": word_stats(rows, CERTAINTY_CUTS),
-                 "cuts fit in train folds": said_stats(said)}
-        top1 = sum(o.top1 for o in rows) / len(rows) if rows else 0.0
-        none = sum(o.verdict == "no_evidence" for o in rows)
-        lines.append(f"[{mode}] n={len(rows)} top-1 {top1:.0%}  no_evidence {none} "
-                     f"(every incident is a real failure)")
-        for label, stats in table.items():
-            lines.append(f"  {label:24s} {fmt(stats)}")
-            summary[f"{mode} / {label}"] = {
-                w: {"n": s.n, "precision": s.precision, "coverage": round(s.coverage, 3)}
-                for w, s in stats.items()}
+    summary["cuts chosen per fold"] = grouped_cut_cv(outcomes, args.folds)[1]
+    for scheme in args.schemes:
+        splits = splits_of(scheme, dev, args.folds)
+        said_all = split_cut_cv(splits, answered[scheme], outcomes)
+        uncited = {i.id for i in dev if thread_key(i.url) not in cited}
+        for mode in MODES:
+            rows = [o for o in answered[scheme] if o.mode == mode]
+            said = [(o, w) for o, w in said_all if o.mode == mode]
+            table = {"shipped cuts": word_stats(rows, CERTAINTY_CUTS),
+                     "cuts fit in train": said_stats(said),
+                     "  uncited threads": said_stats([(o, w) for o, w in said
+                                                      if o.id in uncited])}
+            if scheme == "grouped":
+                table = {"uncalibrated (0.5/0.3)": word_stats(rows, UNCALIBRATED), **table}
+            top1 = sum(o.top1 for o in rows) / len(rows) if rows else 0.0
+            none = sum(o.verdict == "no_evidence" for o in rows)
+            lines.append(f"[{scheme}] [{mode}] n={len(rows)} top-1 {top1:.0%}  no_evidence "
+                         f"{none} (every incident is a real failure)")
+            for label, stats in table.items():
+                lines.append(f"  {label:24s} {fmt(stats)}")
+                summary[f"{scheme} / {mode} / {label.strip()}"] = {
+                    w: {"n": s.n, "precision": s.precision, "coverage": round(s.coverage, 3)}
+                    for w, s in stats.items()}
     for folder in args.eval_folder or []:
         for mode, stats in eval_folder(folder).items():
             lines.append(f"{folder.name} [{mode}] n={stats['likely'].total}  {fmt(stats)}")

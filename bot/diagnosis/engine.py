@@ -79,14 +79,34 @@ UNCONTESTED = 0.8
 CLOSE = 0.15
 #: Chosen on every dev incident (analyze, ask --log, ask; `benchmarks/calibration.py --fit`)
 #: as the lowest confidence at which `likely` was right >= 93% and `possible` (of the causes
-#: at least `CLOSE` ahead) >= 63% of the time. Grouped 5-fold CV of the same rule (cuts and
-#: all chosen on the training threads, applied to the held-out ones): likely 95% right on 31%
-#: of analyze answers (94% on 29% before the uncontested group and the margin rule), possible
-#: 76% (61%); ask --log likely 95% on 31%, possible 73% (68%); see the README for the table.
+#: at least `CLOSE` ahead that the log itself names, `grounded`) >= 63% of the time; answers
+#: that find no failure in the log say no word and are left out; a group with too few causes
+#: below its likely cut to check `possible` on (detected, agreed) says none. Applied to
+#: threads never tuned on (dev, cuts fit on each split's training threads; README table):
+#: likely 91-97% right on 33-34% of analyze answers and possible 75-81% in grouped 5-fold,
+#: leave-one-repo-out and time-ordered CV; ask --log likely 90-97%, possible 72-77%.
 #: `UNCONTESTED` and `CLOSE` were chosen on the same grouped CV (0.7/0.8/0.9; 0.05-0.2).
-CERTAINTY_CUTS: Cuts = {"detected": (0.68, 0.3), "agreed": (0.54, 0.3),
-                        "uncontested": (0.51, 0.21), "log": (1.01, 0.28),
-                        "specific": (0.63, 0.63), "question": (0.72, 0.72)}
+CERTAINTY_CUTS: Cuts = {"detected": (0.68, 0.68), "agreed": (0.54, 0.54),
+                        "uncontested": (0.51, 0.21), "log": (1.01, 0.26),
+                        "specific": (0.7, 0.57), "question": (1.01, 0.69)}
+
+
+#: The log's own evidence for a category: one of its cards' signatures fired, or a structural
+#: rule read the log (or the person answered a deciding question). Past incidents that the log
+#: resembles and a question's words rank, but are not the log naming the cause.
+OWN = frozenset({"signature", "detected", "rule", "fact"})
+
+
+def grounded(kinds: frozenset[str] | set[str], log_given: bool = False) -> bool:
+    """Whether a cause may be `possible`: with a log (`log_given`, or its kinds show one: the
+    nearest past incidents voted), only when the log itself names it (`OWN`). Beside a log,
+    a non-likely lead that rests only on what the log resembles and the question's words was
+    right 10 of 22 times in grouped CV, 7/20 leaving its repository out and 3/13 on newer
+    threads (dev `ask --log`, benchmarks/calibration.py); without a log there is no such
+    rule."""
+    if kinds & OWN:
+        return True
+    return not (log_given or "nearest" in kinds)
 
 
 def uncontested(confidence: float, margin: float | None) -> bool:
@@ -108,16 +128,19 @@ def group_of(kinds: frozenset[str] | set[str], alone: bool = False) -> str:
 
 
 def certainty(confidence: float, kinds: frozenset[str] | set[str] = frozenset(),
-              cuts: Cuts | None = None, margin: float | None = None) -> str:
+              cuts: Cuts | None = None, margin: float | None = None,
+              log_given: bool = False) -> str:
     """The confidence of a root cause in words: likely, possible or weak, from the cuts of
     its evidence group (`CERTAINTY_CUTS`, chosen by grouped cross-validation). `margin`: a
     cause's lead over the best other category; within `CLOSE` (or behind) it is never
-    `possible` (None: not known, no such rule)."""
+    `possible` (None: not known, no such rule); nor is a cause the log does not name itself
+    (`grounded`; `log_given`: a log was read)."""
     likely_from, possible_from = (cuts or CERTAINTY_CUTS)[
         group_of(kinds, uncontested(confidence, margin))]
     if confidence >= likely_from and (margin is None or margin > 0):
         return "likely"  # only a leading cause: one behind another is never more than weak
-    if confidence >= possible_from and (margin is None or margin >= CLOSE):
+    if confidence >= possible_from and (margin is None or margin >= CLOSE) \
+            and grounded(kinds, log_given):
         return "possible"
     return "weak"
 
@@ -176,8 +199,9 @@ Alone = tuple[float, frozenset[str], float | None]
 def capped_certainty(confidence: float, kinds: frozenset[str], log_alone: Alone | None,
                      cuts: Cuts | None = None, margin: float | None = None) -> str:
     """A cause's certainty; with a question beside a log, `likely` only when the log alone
-    says `likely` for it: the question ranks, but cannot make a cause certain."""
-    word = certainty(confidence, kinds, cuts, margin)
+    says `likely` for it: the question ranks, but cannot make a cause certain; and
+    `possible` only when the log itself names it (`grounded`)."""
+    word = certainty(confidence, kinds, cuts, margin, log_given=log_alone is not None)
     if word == "likely" and log_alone is not None and \
             certainty(log_alone[0], log_alone[1], cuts, log_alone[2]) != "likely":
         return "possible"

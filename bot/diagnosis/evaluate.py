@@ -10,8 +10,10 @@ training split, so its figure is what tuned settings do on threads they never sa
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import re
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -26,6 +28,7 @@ from bot.diagnosis.engine import (
     Fusion,
     capped_certainty,
     diagnose,
+    grounded,
     group_of,
     uncontested,
 )
@@ -258,8 +261,14 @@ class Outcome:
     log_alone: Alone | None = None
     #: the answer's verdict (every incident is a real failure: `no_evidence` is a miss)
     verdict: str = ""
+    #: the leading cause's category
+    category: str = ""
 
     def word(self, cuts: Cuts | None = None) -> str:
+        """The certainty word the answer gives its leading cause; an answer whose verdict
+        is `no_evidence` heads with "the log shows no failure" and claims none (weak)."""
+        if self.verdict == "no_evidence":
+            return "weak"
         return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts, self.margin)
 
     @property
@@ -312,22 +321,26 @@ def _lowest_cut(points: Sequence[tuple[float, bool]], target: float, margin: flo
 
 def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
     """Per evidence group, the lowest cuts at which `likely` and `possible` meet their
-    targets on `outcomes` (a group with too few cases keeps the uncalibrated cuts, and the
-    possible cut is never above the likely one; `possible` is chosen on the causes at least
+    targets on `outcomes` (a group with too few cases keeps the uncalibrated cuts; one with
+    too few below its likely cut says no `possible`, and the possible cut is never above the
+    likely one; `possible` is chosen on the causes at least
     `engine.CLOSE` ahead of the next category, as only those can be said with it)."""
     cuts: Cuts = {}
     for group in GROUPS:
-        rows = [o for o in outcomes if o.group == group]
+        # an answer that finds no failure in the log says no word for its candidates
+        rows = [o for o in outcomes if o.group == group and o.verdict != "no_evidence"]
         points = [(o.confidence, o.top1) for o in rows]
         if len(points) < 2 * MIN_SUPPORT:
             cuts[group] = UNCALIBRATED[group]
             continue
         likely = _lowest_cut(points, TARGETS["likely"], margin)
         below = [(o.confidence, o.top1) for o in rows
-                 if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)]
-        # too few cases below the likely cut to choose one: the uncalibrated possible cut
+                 if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)
+                 and grounded(o.kinds, o.log_alone is not None)]
+        # too few cases below the likely cut to check `possible` on: it is not said (a cause
+        # of the group below its likely cut is unclear)
         possible = min(likely, _lowest_cut(below, TARGETS["possible"], margin)
-                       if len(below) >= 2 * MIN_SUPPORT else UNCALIBRATED[group][1])
+                       if len(below) >= 2 * MIN_SUPPORT else likely)
         cuts[group] = (round(likely, 3), round(possible, 3))
     return cuts
 
@@ -366,4 +379,80 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | N
                    top.kinds if top else frozenset(), judged.top1, judged.top3,
                    round((top.confidence if top else 0.0) - second, 3),
                    bool(top and top.card_matched), top.log_alone if top else None,
-                   verdict or diagnosis.verdict)
+                   verdict or diagnosis.verdict, top.category if top else "")
+
+
+# -- harder splits: new repositories, newer threads --------------------------------------------
+
+#: (name, training incidents, test incidents): one split of a cross-validation scheme
+Split = tuple[str, list[Incident], list[Incident]]
+SCHEMES = ("grouped", "repo", "time")
+
+
+def grouped_splits(corpus: Sequence[Incident], folds: int = 5) -> list[Split]:
+    """Grouped k-fold by thread (`fold_of`)."""
+    return [(f"fold {f}", [i for i in corpus if fold_of(i, folds) != f],
+             [i for i in corpus if fold_of(i, folds) == f]) for f in range(folds)]
+
+
+def repo_splits(corpus: Sequence[Incident]) -> list[Split]:
+    """Leave one repository out: each repository's incidents answered with indexes (and cuts)
+    of the other repositories only, as a thread from a project never seen would be."""
+    repos = sorted({i.repo.lower() for i in corpus})
+    return [(repo, [i for i in corpus if i.repo.lower() != repo],
+             [i for i in corpus if i.repo.lower() == repo]) for repo in repos]
+
+
+def time_splits(corpus: Sequence[Incident], blocks: int = 5) -> list[Split]:
+    """Time-ordered: the dated threads in `blocks` blocks by thread date (a thread's incidents
+    together, dated by its earliest); each block after the first answered with only the
+    older blocks (and the undated incidents, which are never tested) to learn from, as the
+    newest threads are answered by a system built before them."""
+    first: dict[str, dt.date] = {}
+    for i in corpus:
+        if i.date is not None:
+            t = thread_of(i)
+            first[t] = min(first.get(t, i.date), i.date)
+    threads = sorted(first, key=lambda t: (first[t], t))
+    size = -(-len(threads) // blocks)
+    block = {t: n // size for n, t in enumerate(threads)}
+    out: list[Split] = []
+    for b in range(1, blocks):
+        test = [i for i in corpus if block.get(thread_of(i), -1) == b]
+        train = [i for i in corpus if block.get(thread_of(i), -1) < b]
+        if test:
+            out.append((f"block {b}", train, test))
+    return out
+
+
+def splits_of(scheme: str, corpus: Sequence[Incident], folds: int = 5) -> list[Split]:
+    """The splits of a scheme in `SCHEMES` (`folds`: grouped folds or time blocks)."""
+    if scheme == "grouped":
+        return grouped_splits(corpus, folds)
+    if scheme == "repo":
+        return repo_splits(corpus)
+    if scheme == "time":
+        return time_splits(corpus, folds)
+    raise ValueError(f"unknown scheme {scheme!r}: one of {', '.join(SCHEMES)}")
+
+
+def split_cut_cv(splits: Sequence[Split], answered: Sequence[Outcome],
+                 pool: Sequence[Outcome], margin: float = 0.03,
+                 fit: Callable[[Sequence[Outcome], float], Cuts] | None = None
+                 ) -> list[tuple[Outcome, str]]:
+    """Cuts chosen on each split's training incidents, applied to its test incidents:
+    `answered` are the test answers of every split (answered with that split's indexes),
+    `pool` the answers the cuts are fit on (each training incident's, as answered in the
+    grouped CV, which is how the shipped cuts are chosen). No test incident's own outcome
+    is ever used to choose the cuts it is judged with."""
+    fit = fit or fit_cuts
+    by_id: dict[str, list[Outcome]] = defaultdict(list)
+    for o in answered:
+        by_id[o.id].append(o)
+    said: list[tuple[Outcome, str]] = []
+    for _name, train, test in splits:
+        ids = {i.id for i in train}
+        cuts = fit([o for o in pool if o.id in ids], margin)
+        for case in test:
+            said += [(o, o.word(cuts)) for o in by_id.get(case.id, [])]
+    return said
