@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from bot.logs.crossrank import EXITED_SILENTLY, CrossRank
+from bot.logs.crossrank import EXITED_SILENTLY, KILLED_OUTSIDE, CrossRank
 from bot.logs.extract import BENIGN_NCCL_WARN, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport
 from tools.xid.catalog import explain
@@ -144,6 +144,11 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         out.append(Signal("shm_ipc_container", 0.6, "a process died of SIGBUS (bus error): "
                           "shared memory (/dev/shm) ran out", _ev(bus)))
         out.append(Signal("rank_crashed", 0.3, "a rank died of SIGBUS", _ev(bus)))
+    for r in cr.killed_outside[:2]:
+        rec = next(f for f in report.failures if f.rank == r and f.root)
+        out.append(Signal("rank_crashed", 0.7 + boost, f"rank {r} was ended by a signal "
+                          f"(exitcode {rec.exitcode}) {KILLED_OUTSIDE}: torchrun never sent it "
+                          "one, and the other ranks failed after it", [rec.ev]))
     first = cr.first_failure
     if first is not None and EXITED_SILENTLY in first.reason:
         out.append(Signal("rank_crashed", 0.55 + boost, f"rank {first.rank} {first.reason}",
@@ -198,6 +203,13 @@ def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         out.append(Signal("collective_mismatch", 0.7, f"rank(s) {cr.other_path[:8]} waited in "
                           "another collective call than the other ranks: a code path only "
                           "some ranks take", ev))
+    for host in cr.finished_hosts[:2]:
+        ev = _ev([f for f in report.facts.get("exit_barrier", []) if f.ev.host == host], 1)
+        out.append(Signal("rank_crashed", 0.7, f"every worker on {host} exited with code 0 "
+                          "(its torchrun agent waited at the exit barrier) while the other "
+                          "ranks lost or waited for them: they left the job early", ev))
+        out.append(Signal("collective_mismatch", 0.35, f"the ranks on {host} may have taken "
+                          "another code path (fewer steps) and finished early", ev))
     for r in cr.vanished[:4]:
         ev = [t.ev for t in report.timeouts[:1]] or [
             e.ev for e in report.exceptions if e.ev.rank in cr.victims][:1]
@@ -332,7 +344,7 @@ def _teardown_lines(report: LogReport) -> dict[str, int]:
     with SIGTERM, or recorded a worker's failure): what the store and the rendezvous say after
     it is the job ending, not why it ended."""
     out: dict[str, int] = {}
-    for kind in ("sigterm_sent", "exit_code"):
+    for kind in ("sigterm_sent", "exit_code", "exit_barrier"):
         for f in report.facts.get(kind, []):
             if kind == "exit_code" and f.fields.get("code") in (None, 0):
                 continue

@@ -338,6 +338,19 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"Sending process (\d+) closing signal (SIG\w+)",
         _groups("pid", "signal", ints=("pid",)),
     ),
+    # torchrun's agent waits at its exit barrier only once every worker of its node succeeded
+    # (torch 2.13.0, torch/distributed/elastic/agent/server/api.py, `_invoke_run`: `if state ==
+    # WorkerState.SUCCEEDED: logger.info("[%s] worker group successfully finished." " Waiting
+    # %s seconds for other agents to finish.", ...); self._exit_barrier()`; `_exit_barrier`:
+    # `logger.info("Local worker group finished (%s). " "Waiting %s seconds for other agents
+    # to finish", ...)` and, when the other agents went away, `logger.exception("Error waiting
+    # on exit barrier. Elapsed: %s seconds", ...)`): that node's ranks all exited with code 0.
+    E(
+        "exit_barrier",
+        r"(Error waiting on exit barrier|worker group successfully finished|"
+        r"Local worker group finished \(SUCCEEDED\))",
+        _groups("message"),
+    ),
     # --- torchrun's failure summary ----------------------------------------------------------
     E(
         "child_failed",
