@@ -568,6 +568,15 @@ COMM_EXCEPTIONS = frozenset(
 #: `"Socket closed ", peerDescription()`; unbound_buffer.cc: "Timed out waiting ...ms for recv
 #: operation to complete"). Other gloo failures (an enforce on this rank's own interface or
 #: data) are not a lost peer.
+#: a rank's error that only a process group that formed and ran collectives can raise: gloo's
+#: transport losing a connected peer (third_party/gloo/gloo/transport/tcp/pair.cc: "Connection
+#: closed by peer", "Read error"; unbound_buffer.cc: "Timed out waiting 5000ms for recv
+#: operation to complete") or DETAIL's monitored barrier. A rendezvous or store error after
+#: it is the job ending (the store's host left), not why it never started.
+RAN_COLLECTIVES = re.compile(r"pair\.cc:\d+\] (?:Connection closed by peer|Read error)|"
+                             r"Timed out waiting \d+ms for (?:recv|send) operation|"
+                             r"monitoredBarrier")
+
 GLOO_PEER_LOST = ("connection closed by peer", "read error [", "socket closed [",
                   "timed out waiting", "connection reset by peer", "connection refused",
                   "broken pipe")
