@@ -312,16 +312,27 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # tell which, so both are named, the aborted rank first.
     for fact in report.facts.get("gloo_size", []):
         grank = fact.ev.rank
+        if grank is None and fact.ev.host:  # a node's file of one rank (torchrun's what():)
+            on_host = [r for r, st in report.ranks.items() if st.host == fact.ev.host]
+            grank = on_host[0] if len(on_host) == 1 else None
         ring = max(world_now, len(report.hosts))  # every node that left logs ran a rank
         if grank is None or ring < 2:
             continue
         got, want = fact.fields.get("received"), fact.fields.get("expected")
         nb = (grank + 1) % ring
+        odd = _odd_of_two(report, grank, nb)
+        if odd == nb:
+            add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
+                f"it expected {want}, and its collective differs from the other ranks' in the "
+                "Flight Recorder dumps: it sent a larger tensor or another dtype", 0.95,
+                [fact.ev])
         add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own tensor "
             f"holds {want} (its tensor is smaller than its peers', or rank {nb} sent a larger "
-            "one)", 0.85, [fact.ev])
-        add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where it "
-            f"expected {want}: it may have sent a larger tensor or another dtype", 0.6, [fact.ev])
+            "one)", 0.85 if odd != nb else 0.5, [fact.ev])
+        if odd != nb:
+            add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
+                f"it expected {want}: it may have sent a larger tensor or another dtype", 0.6,
+                [fact.ev])
         break
 
     # 3. Ranks that did not report a timeout while most others did.
@@ -487,6 +498,24 @@ def bookkeeping_side(a: str, b: str) -> int | None:
     if ka == kb:
         return None
     return 0 if ka else 1
+
+
+def _odd_of_two(report: LogReport, a: int, b: int) -> int | None:
+    """Of two ranks one of which holds an odd tensor (gloo's size check names a pair), the one
+    whose call in the Flight Recorder dumps differs from a third rank's at the same sequence
+    id (another rank's dump is what the job's collective normally is); None when the dumps
+    do not tell."""
+    for f in report.flight_recorder:
+        if f.kind != "mismatch" or not f.calls:
+            continue
+        normal = {c for r, c in f.calls.items() if r not in (a, b)}
+        if len(normal) != 1:
+            continue
+        ref = normal.pop()
+        for mine, other in ((a, b), (b, a)):
+            if mine in f.calls:
+                return mine if f.calls[mine] != ref else other
+    return None
 
 
 def _first_symptom_is_a_lost_peer(report: LogReport) -> bool:
