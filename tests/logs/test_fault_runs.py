@@ -251,3 +251,19 @@ def test_the_bookkeeping_side_of_a_tie_is_a_barrier_or_a_one_element_collective(
     assert bookkeeping_side(step, "OpType=ALLREDUCE, TensorShape=[1280], TensorDtypes=Float") \
         is None
     assert bookkeeping_side("OpType=BARRIER", "barrier") is None
+
+
+def test_flight_recorder_dtypes_tell_a_mismatch_and_a_tie_names_no_side() -> None:
+    from bot.logs.flight_recorder import FrDump, FrEntry, analyze_dumps
+
+    def dump(rank: int, dtype: str) -> FrDump:
+        e = FrEntry("0/default_pg", 3, "gloo:all_reduce", "[[1024]]", "scheduled",
+                    "job.py:135 (<module>)", f"['{dtype}']")
+        return FrDump(f"fr_trace_{rank}", rank, "2.10", [e])
+
+    three = analyze_dumps([dump(5, "Float"), dump(6, "Float"), dump(7, "Double")])
+    mm = [f for f in three if f.kind == "mismatch"]
+    assert [f.ranks for f in mm] == [[7]] and "['Double']" in mm[0].text
+    assert mm[0].calls[7].endswith("['Double']") and mm[0].calls[5].endswith("['Float']")
+    two = [f for f in analyze_dumps([dump(5, "Float"), dump(7, "Double")]) if f.kind == "mismatch"]
+    assert [f.ranks for f in two] == [[]] and set(two[0].calls) == {5, 7}
