@@ -237,15 +237,15 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     if out.victims and not out.crashed_ranks and not out.killed_outside:
         failed_hosts = {rec.host for rec in report.failures if rec.exitcode not in (None, 0)}
         for fact in report.facts.get("exit_barrier", []):
-            host = fact.ev.host
-            if host is None or host in failed_hosts or host in out.finished_hosts:
+            node = fact.ev.host
+            if node is None or node in failed_hosts or node in out.finished_hosts:
                 continue
-            out.finished_hosts.append(host)
-            there: list[int | None] = [r for r, st in report.ranks.items() if st.host == host]
-            if not there and unplaced == [host]:
+            out.finished_hosts.append(node)
+            there: list[int | None] = [r for r, st in report.ranks.items() if st.host == node]
+            if not there and unplaced == [node]:
                 there = [r for r in range(world_seen) if r not in report.ranks]
-            for r in there[:8] or [None]:
-                add(r, host, "its node's torchrun agent waited at the exit barrier (every "
+            for left in there[:8] or [None]:
+                add(left, node, "its node's torchrun agent waited at the exit barrier (every "
                     "worker there exited with code 0) while ranks elsewhere lost or waited for "
                     "peers: it left the job early", 0.85, [fact.ev])
 
