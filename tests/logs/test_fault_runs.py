@@ -267,3 +267,13 @@ def test_flight_recorder_dtypes_tell_a_mismatch_and_a_tie_names_no_side() -> Non
     assert mm[0].calls[7].endswith("['Double']") and mm[0].calls[5].endswith("['Float']")
     two = [f for f in analyze_dumps([dump(5, "Float"), dump(7, "Double")]) if f.kind == "mismatch"]
     assert [f.ranks for f in two] == [[]] and set(two[0].calls) == {5, 7}
+
+
+def test_a_lost_third_node_is_the_crash_the_other_nodes_lost() -> None:
+    # SEALED-3 `node_lost`, recorded after its one run: three agents, one rank each; every
+    # rank of node 3 is SIGKILLed at its first step (its agent survives and records exitcode
+    # -9); nodes 1 and 2 lose it and torchrun records each of them first on its own node
+    _, d = _diagnose("3node-logdir-node_lost-node3")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-03")
+    assert d.crossrank.victims == [0, 1]
