@@ -614,6 +614,10 @@ def describe(cr: CrossRank, world: int | None, lang: str = "en") -> list[str]:
     return lines
 
 
+_ZH_BOOKKEEPING = ("偏离训练步骤路径的 rank（只在某些 rank 上执行的分支、数据批次更少、"
+                   "跳过一步）会先到达 barrier 或指标归约，而其他 rank 仍在该步骤的集合通信中")
+
+
 def _zh_code(code: str) -> str:
     return code.replace("exitcode", "退出码") if code != "failed" else "失败"
 
@@ -658,6 +662,19 @@ _ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
          lambda m: f"最后入队的 NCCL work {m[1]} 落后于其他 rank（{m[2]}）"),
         (r"^ran a different collective at SeqNum=(\d+) than the others \((.+)\)$",
          lambda m: f"在 SeqNum={m[1]} 执行的集合通信与其他 rank 不同（{m[2]}）"),
+        (r"^ended by a signal \(exitcode (\S+)\) " + re.escape(KILLED_OUTSIDE) + "$",
+         lambda m: f"被启动器之外的信号终止（退出码 {m[1]}）：被抢占或被杀死"),
+        (r"^its node's torchrun agent waited at the exit barrier \(every worker there exited "
+         r"with code 0\) while ranks elsewhere lost or waited for peers: it left the job early$",
+         lambda m: "它所在节点的 torchrun agent 在 exit barrier 处等待（该节点的 worker 都以退出码 "
+                   "0 退出），而其他 rank 失去了对端或在等待：它提前离开了作业"),
+        (r"^ran (.+) \(a barrier or one-element collective\) where as many ranks ran (.+?): "
+         + re.escape(BOOKKEEPING) + "$",
+         lambda m: f"执行了 {m[1]}（barrier 或单元素集合通信），而同样多的 rank 执行的是 {m[2]}："
+                   + _ZH_BOOKKEEPING),
+        (r"^was in (.+)\(\) when it gave up, while as many rank\(s\) were in (.+)\(\): "
+         + re.escape(BOOKKEEPING) + "$",
+         lambda m: f"放弃时停在 {m[1]}()，而同样多的 rank 停在 {m[2]}()：" + _ZH_BOOKKEEPING),
         (r"^reported no error while (\d+) rank\(s\) lost or waited for a peer: it left the "
          r"job or was busy elsewhere$",
          lambda m: f"没有报告错误，而 {m[1]} 个 rank 失去了对端或在等它：它已离开作业或在忙"
