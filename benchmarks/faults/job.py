@@ -34,6 +34,15 @@ if mine and FAULT == "wrong_world":
     os.environ["WORLD_SIZE"] = str(int(os.environ["WORLD_SIZE"]) + 1)
 if mine and FAULT == "bad_ifname":
     os.environ["GLOO_SOCKET_IFNAME"] = "ens9f1"  # an interface this host does not have
+# --- the third sealed set (SEALED-3.md), start-up faults ---
+if mine and FAULT == "slow_init":
+    time.sleep(3 * TIMEOUT_S)  # imports from a slow NFS home
+if mine and FAULT == "bad_dns":
+    os.environ["MASTER_ADDR"] = "gpu-node-17.cluster.invalid"  # a typo in the node's host file
+if mine and FAULT == "import_error":
+    import importlib
+
+    importlib.import_module("flash_attn")  # the node's image lacks it: ModuleNotFoundError
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -152,6 +161,25 @@ def inject(step: int, x: torch.Tensor) -> bool:
             resource.RLIMIT_NOFILE)[1]))
         shards = [open(os.devnull, "rb") for _ in range(4096)]  # noqa: SIM115 (EMFILE)
         del shards
+    # --- the third sealed set (SEALED-3.md) ---
+    if FAULT == "ckpt_truncated":
+        import tempfile
+
+        path = os.path.join(tempfile.mkdtemp(prefix=f"ckpt-rank{RANK}-"), f"step_{step}.pt")
+        torch.save({"weight": x}, path)
+        with open(path, "rb") as fh:
+            data = fh.read()
+        with open(path, "wb") as fh:
+            fh.write(data[: len(data) // 2])  # a copy to local disk cut off half way
+        print(f"Resuming from checkpoint {path}", flush=True)
+        torch.load(path)
+    if FAULT == "sigbus":
+        dump()
+        os.kill(os.getpid(), signal.SIGBUS)  # a shared-memory page /dev/shm cannot back
+    if FAULT == "node_lost":
+        os.kill(os.getpid(), signal.SIGKILL)  # the whole node goes: nothing is written
+    if FAULT == "slow_node":
+        time.sleep(2.5 * TIMEOUT_S)  # a throttled node: every rank there is slow
     if FAULT == "early_destroy":
         print(f"rank {RANK}: early stopping at step {step}", flush=True)
         dist.destroy_process_group()

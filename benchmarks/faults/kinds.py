@@ -19,6 +19,8 @@ class Kind:
     doc: str
     #: the fault stops the group from forming: it is injected at start-up, not at a step
     at_start: bool = False
+    #: on a multi-node shape the fault is every rank's of one node (shared hardware, image)
+    node_wide: bool = False
 
 
 DEV: tuple[Kind, ...] = (
@@ -83,4 +85,20 @@ SEALED2: tuple[Kind, ...] = (
          "early stopping on one rank: destroy_process_group(), then the next collective raises"),
 )
 
-BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2)}
+#: the third sealed set (SEALED-3.md), written before the rules of the third round; run once
+#: on the fixed plan in scorecard.SEALED3_PLAN
+SEALED3: tuple[Kind, ...] = (
+    Kind("ckpt_truncated", CRASH, "torch.load of a truncated checkpoint shard raises"),
+    Kind("sigbus", CRASH | frozenset({"shm_ipc_container"}), "the rank dies of SIGBUS"),
+    Kind("slow_init", RDZV | SLOW, "the rank stalls three timeouts before init_process_group",
+         at_start=True),
+    Kind("node_lost", CRASH, "every rank of the node is SIGKILLed at the step", node_wide=True),
+    Kind("slow_node", SLOW, "every rank of the node takes 2.5 timeouts for the step",
+         node_wide=True),
+    Kind("bad_dns", RDZV | frozenset({"network_interface"}),
+         "MASTER_ADDR is a host name that does not resolve", at_start=True),
+    Kind("import_error", CRASH | RDZV | frozenset({"version_incompatibility"}),
+         "ModuleNotFoundError at start-up, before joining", at_start=True),
+)
+
+BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2, *SEALED3)}

@@ -10,6 +10,7 @@ keeps the runs and `--judge DIR` scores kept runs again without running them.
     .venv/bin/python benchmarks/faults/scorecard.py                 # development kinds
     .venv/bin/python benchmarks/faults/scorecard.py --sealed        # the sealed kinds (once)
     .venv/bin/python benchmarks/faults/scorecard.py --sealed2       # SEALED-2.md (once)
+    .venv/bin/python benchmarks/faults/scorecard.py --sealed3       # SEALED-3.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --kinds exit0_early --shapes 2node-torchrun
     .venv/bin/python benchmarks/faults/scorecard.py --judge /tmp/runs   # score kept runs again
 
@@ -35,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kinds import BY_NAME as KINDS  # noqa: E402
-from kinds import DEV, SEALED, SEALED2, Kind  # noqa: E402
+from kinds import DEV, SEALED, SEALED2, SEALED3, Kind  # noqa: E402
 from shapes import BY_NAME as SHAPES  # noqa: E402
 from shapes import SHAPES as ALL_SHAPES  # noqa: E402
 from shapes import Shape, host_name, run  # noqa: E402
@@ -58,6 +59,33 @@ class Plan:
         return f"{self.shape}__{self.kind}__{where}__step{self.step}"
 
 
+#: SEALED-3.md's runs, fixed: (kind, shape, fault rank (a node's first rank for a node-wide
+#: fault), step, node-wide)
+SEALED3_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
+    ("ckpt_truncated", "torchrun-4-logdir", 1, 0, False),
+    ("ckpt_truncated", "2node-torchrun", 2, 4, False),
+    ("ckpt_truncated", "slurm-3-files", 2, 0, False),
+    ("sigbus", "torchrun-8", 7, 4, False),
+    ("sigbus", "3node-torchrun-logdir", 1, 0, False),
+    ("sigbus", "accelerate-2", 1, 0, False),
+    ("slow_init", "torchrun-2", 1, 0, False),
+    ("slow_init", "slurm-4", 0, 0, False),
+    ("slow_init", "2node-torchrun", 3, 0, False),
+    ("node_lost", "2node-torchrun", 2, 4, True),
+    ("node_lost", "3node-torchrun-logdir", 2, 0, True),
+    ("node_lost", "torchrun-4-logdir", 2, 0, False),
+    ("slow_node", "3node-torchrun-logdir", 1, 4, True),
+    ("slow_node", "2node-torchrun", 2, 0, True),
+    ("slow_node", "slurm-4", 3, 4, False),
+    ("bad_dns", "slurm-4", 1, 0, False),
+    ("bad_dns", "accelerate-2", 0, 0, False),
+    ("bad_dns", "3node-torchrun-logdir", 2, 0, True),
+    ("import_error", "2node-torchrun", 2, 0, True),
+    ("import_error", "torchrun-8", 3, 0, False),
+    ("import_error", "slurm-3-files", 1, 0, False),
+)
+
+
 def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: bool,
           offset: int = 0) -> list[Plan]:
     """Without `full`, each kind runs on three shapes (rotating), each shape with ~8 kinds;
@@ -71,8 +99,8 @@ def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: boo
             chosen = pos if all_positions else [pos[(si + ki + offset) % len(pos)]]
             for rank in chosen:
                 step = 0 if (si + ki + offset) % 2 == 0 else STEPS - 1
-                node_fault = kind.at_start and shape.nodes > 1 and rank % shape.per_node == 0 \
-                    and rank > 0
+                node_fault = (kind.at_start or kind.node_wide) and shape.nodes > 1 \
+                    and rank % shape.per_node == 0 and rank > 0
                 out.append(Plan(shape.name, kind.name, rank, step, node_fault))
     return out
 
@@ -105,6 +133,8 @@ def main() -> None:
     ap.add_argument("--sealed", action="store_true", help="run the sealed kinds (SEALED.md)")
     ap.add_argument("--sealed2", action="store_true",
                     help="run the second sealed set (SEALED-2.md)")
+    ap.add_argument("--sealed3", action="store_true",
+                    help="run the third sealed set (SEALED-3.md) on its fixed plan")
     ap.add_argument("--kinds", nargs="*")
     ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
     ap.add_argument("--all-positions", action="store_true")
@@ -130,10 +160,13 @@ def main() -> None:
             shapes = [s for s in shapes if s.launcher != "accelerate"]
         base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
         base.mkdir(parents=True, exist_ok=True)
-        todo = [(pl, base / pl.slug) for pl in plans(shapes, kinds, args.all_positions, args.full,
-                                                          args.offset)]
+        chosen = [Plan(shape, kind, rank, step, node) for kind, shape, rank, step, node
+                  in SEALED3_PLAN if shape in {s.name for s in shapes}] if args.sealed3 else \
+            plans(shapes, kinds, args.all_positions, args.full, args.offset)
+        todo = [(pl, base / pl.slug) for pl in chosen]
     sealed_names = {k.name for k in SEALED}
     sealed2_names = {k.name for k in SEALED2}
+    sealed3_names = {k.name for k in SEALED3}
     rows = []
     t0 = time.monotonic()
     for plan, where in todo:
@@ -152,10 +185,11 @@ def main() -> None:
               f"category {'ok' if verdict['category_ok'] else 'NO'} ({verdict['top']})  "
               f"culprit {'ok' if verdict['culprit_ok'] else 'NO'} (suspect "
               f"{verdict['suspect']} on {verdict['suspect_host']})  {ran:.0f} s", flush=True)
-    for label, mine in (("development", [r for r in rows
-                                         if r[0].kind not in sealed_names | sealed2_names]),
+    for label, mine in (("development", [r for r in rows if r[0].kind not in
+                                         sealed_names | sealed2_names | sealed3_names]),
                         ("sealed", [r for r in rows if r[0].kind in sealed_names]),
-                        ("sealed-2", [r for r in rows if r[0].kind in sealed2_names])):
+                        ("sealed-2", [r for r in rows if r[0].kind in sealed2_names]),
+                        ("sealed-3", [r for r in rows if r[0].kind in sealed3_names])):
         if not mine:
             continue
         n = len(mine)

@@ -309,8 +309,11 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     fusion = fusion or Fusion()
     cr = analyze_ranks(report)
     # the ranks Flight Recorder dumps single out come first
-    # (their hosts from the text logs of the same job, when given)
-    fr_suspects = [Suspect(r, report.ranks[r].host if r in report.ranks else None, f.text, 1.0)
+    # (their hosts from the text logs of the same job, when given, or where the cross-rank
+    # reading placed them: the one node no line placed a rank on)
+    placed = {s.rank: s.host for s in cr.suspects if s.rank is not None and s.host}
+    fr_suspects = [Suspect(r, report.ranks[r].host if r in report.ranks and report.ranks[r].host
+                           else placed.get(r), f.text, 1.0)
                    for f in report.flight_recorder for r in f.ranks]
     if fr_suspects:
         cr.suspects = [*fr_suspects, *(s for s in cr.suspects

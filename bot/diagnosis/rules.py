@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from bot.logs.crossrank import EXITED_SILENTLY, CrossRank
-from bot.logs.extract import BENIGN_NCCL_WARN, is_comm_exception
+from bot.logs.crossrank import EXITED_SILENTLY, KILLED_OUTSIDE, CrossRank
+from bot.logs.extract import BENIGN_NCCL_WARN, RAN_COLLECTIVES, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport
 from tools.xid.catalog import explain
 
@@ -144,6 +144,11 @@ def crash_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         out.append(Signal("shm_ipc_container", 0.6, "a process died of SIGBUS (bus error): "
                           "shared memory (/dev/shm) ran out", _ev(bus)))
         out.append(Signal("rank_crashed", 0.3, "a rank died of SIGBUS", _ev(bus)))
+    for r in cr.killed_outside[:2]:
+        rec = next(f for f in report.failures if f.rank == r and f.root)
+        out.append(Signal("rank_crashed", 0.7 + boost, f"rank {r} was ended by a signal "
+                          f"(exitcode {rec.exitcode}) {KILLED_OUTSIDE}: torchrun never sent it "
+                          "one, and the other ranks failed after it", [rec.ev]))
     first = cr.first_failure
     if first is not None and EXITED_SILENTLY in first.reason:
         out.append(Signal("rank_crashed", 0.55 + boost, f"rank {first.rank} {first.reason}",
@@ -198,6 +203,13 @@ def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
         out.append(Signal("collective_mismatch", 0.7, f"rank(s) {cr.other_path[:8]} waited in "
                           "another collective call than the other ranks: a code path only "
                           "some ranks take", ev))
+    for host in cr.finished_hosts[:2]:
+        ev = _ev([f for f in report.facts.get("exit_barrier", []) if f.ev.host == host], 1)
+        out.append(Signal("rank_crashed", 0.7, f"every worker on {host} exited with code 0 "
+                          "(its torchrun agent waited at the exit barrier) while the other "
+                          "ranks lost or waited for them: they left the job early", ev))
+        out.append(Signal("collective_mismatch", 0.35, f"the ranks on {host} may have taken "
+                          "another code path (fewer steps) and finished early", ev))
     for r in cr.vanished[:4]:
         ev = [t.ev for t in report.timeouts[:1]] or [
             e.ev for e in report.exceptions if e.ev.rank in cr.victims][:1]
@@ -332,11 +344,41 @@ def _teardown_lines(report: LogReport) -> dict[str, int]:
     with SIGTERM, or recorded a worker's failure): what the store and the rendezvous say after
     it is the job ending, not why it ended."""
     out: dict[str, int] = {}
-    for kind in ("sigterm_sent", "exit_code"):
+    for kind in ("sigterm_sent", "exit_code", "exit_barrier"):
         for f in report.facts.get(kind, []):
             if kind == "exit_code" and f.fields.get("code") in (None, 0):
                 continue
             out[f.ev.file] = min(out.get(f.ev.file, f.ev.line), f.ev.line)
+    return out
+
+
+#: the launcher's own rendezvous (torchrun's agents: torch/distributed/elastic/rendezvous,
+#: "RendezvousConnectionError: The connection to the C10d store has failed", "The node ... has
+#: failed to shutdown the rendezvous ...", the store's "Failed to recv, got 0 bytes"), not a
+#: worker's process-group store (DistStoreError "wait timeout ... keys")
+AGENT_RDZV = re.compile(r"Rendezvous(?:Connection|Closed|Timeout)Error|dynamic_rendezvous|"
+                        r"elastic/(?:rendezvous|agent)|C10d store has failed|"
+                        r"Failed to recv, got 0 bytes")
+
+
+def _agent_teardown(facts: list[Fact], ran: dict[str, int]) -> list[Fact]:
+    """Without the agents' rendezvous errors that came after the workers ran collectives
+    (the agents' rendezvous had completed: it is the store's host leaving)."""
+    return [f for f in facts if not (f.ev.rank is None and AGENT_RDZV.search(f.ev.text)
+                                     and f.ev.line > ran.get(f.ev.file, 1 << 62))]
+
+
+def _group_ran_lines(report: LogReport) -> dict[str, int]:
+    """Per file, the first line showing that the process group had formed and run
+    collectives (a collective's timeout or lost peer, DETAIL's checks): a rendezvous or store
+    error after it is the job ending (the store's host left), not why it never started."""
+    out: dict[str, int] = {}
+    evs = [t.ev for t in report.timeouts] + [
+        e.ev for e in report.exceptions if RAN_COLLECTIVES.search(e.message)] + [
+        f.ev for kind in ("fingerprint", "barrier_blame", "gloo_size")
+        for f in report.facts.get(kind, [])]
+    for ev in evs:
+        out[ev.file] = min(out.get(ev.file, ev.line), ev.line)
     return out
 
 
@@ -348,6 +390,7 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     """The group never formed: rendezvous, store, ports."""
     out = []
     ends = _teardown_lines(report)
+    ran = _group_ran_lines(report)
     if report.has("gloo_iface"):
         facts = report.facts["gloo_iface"]
         out.append(Signal("network_interface", 0.85, "gloo found no address for the network "
@@ -398,7 +441,9 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
     in_rdzv = [e for e in report.exceptions
                if e.frame and re.search(r"rendezvous|TCPStore|c10d_store|_store_based_barrier",
                                         e.frame)
-               and e.ev.line < ends.get(e.ev.file, 1 << 62)]
+               and e.ev.line < ends.get(e.ev.file, 1 << 62)
+               and not (e.ev.rank is None and e.ev.line > ran.get(e.ev.file, 1 << 62)
+                        and AGENT_RDZV.search(f"{e.type}: {e.message} {e.frame}"))]
     if in_rdzv:
         out.append(Signal("rendezvous_failure", 0.5, f"{in_rdzv[0].type} raised inside the "
                           "rendezvous code", [in_rdzv[0].ev]))
@@ -423,7 +468,7 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                 _ev(report.facts["addr_in_use"]),
             )
         )
-    rdzv = _before_teardown(report.facts.get("rendezvous", []), ends)
+    rdzv = _agent_teardown(_before_teardown(report.facts.get("rendezvous", []), ends), ran)
     if rdzv:
         out.append(
             Signal(

@@ -258,7 +258,8 @@ class Analyzer:
         if handler is not None and handler(report, st, fact, rank) is False:
             return
         report.add_fact(fact)
-        if kind == "sigterm_sent" or (kind == "exit_code" and f.get("code") not in (None, 0)):
+        if kind in ("sigterm_sent", "exit_barrier") or (
+                kind == "exit_code" and f.get("code") not in (None, 0)):
             st.teardown_line = min(st.teardown_line, ev.line)
         if kind in CRASH_KINDS and rank is not None:
             if kind == "exception" and is_comm_exception(f.get("type", ""), f.get("message", "")):
@@ -526,6 +527,8 @@ def _h_summary(report: LogReport, st: _SourceState, fact: Fact, rank: int | None
     elif key == "exitcode":
         code = value.split()[0] if value.split() else ""
         cur.exitcode = int(code) if code.lstrip("-").isdigit() else None
+        pid = re.search(r"\(pid: (\d+)\)", value)
+        cur.pid = int(pid.group(1)) if pid else None
     return False
 
 
@@ -589,8 +592,14 @@ def _finish(report: LogReport, bases: dict[str, int]) -> None:
         # it, up to the block of the next node
         named = {r for f in report.facts.get("barrier_blame", []) for r in f.fields["ranks"]}
         upper = max([*report.ranks, *named, max(bases.values())])
+        # a node that left logs but no base of its own (its workers all succeeded: torchrun
+        # printed no summary there) holds a block too: with nodes of one size, a block ends
+        # after world / nodes ranks, and a rank past it is on no known node
+        nodes = len(report.hosts | set(bases))
+        world = max(upper + 1, report.world_size or 0)
+        per_node = world // nodes if nodes > len(bases) and world % nodes == 0 else world
         for r in range(upper + 1):
-            below = [(b, h) for h, b in bases.items() if b <= r]
+            below = [(b, h) for h, b in bases.items() if b <= r < b + per_node]
             if below:
                 rs = report.rank(r)
                 rs.host = rs.host or max(below)[1]

@@ -19,6 +19,8 @@ from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 #: How a first failure reads when a local rank exited without reporting the timeout the
 #: others reported (rules match on it: keep the wording in this one place).
 EXITED_SILENTLY = "without reporting a watchdog timeout"
+#: How a rank killed from outside the launcher reads (rules match on it).
+KILLED_OUTSIDE = "from outside the launcher (preempted or killed)"
 
 
 @dataclass
@@ -64,6 +66,12 @@ class CrossRank:
     still_running: list[int] = field(default_factory=list)
     #: ranks whose timeout came from another call than most ranks' (barrier vs all_reduce)
     other_path: list[int] = field(default_factory=list)
+    #: ranks torchrun recorded first as ended by a signal it never sent them: killed from
+    #: outside the launcher (a preemption, a health check, a person), not stopped by it
+    killed_outside: list[int] = field(default_factory=list)
+    #: nodes whose workers all exited with code 0 while the others failed (torchrun's exit
+    #: barrier): their ranks left early
+    finished_hosts: list[str] = field(default_factory=list)
 
 
 def _ranges(ranks: list[int], limit: int = 12) -> str:
@@ -97,10 +105,19 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             s.host = s.host or host
 
     out.victims = victim_ranks(report, by_rank)
+    out.killed_outside = killed_outside(report)
 
     # 1. torchrun's own record of the first observed failure; a rank that only timed out or
-    # lost a peer there was the first to notice, not the cause.
+    # lost a peer there was the first to notice, not the cause. A rank ended by a signal
+    # torchrun never sent it was killed from outside (each node's torchrun records its own
+    # first failure: the others' are what followed).
     for rec in report.failures:
+        if rec.root and rec.rank in out.killed_outside:
+            why = f"ended by a signal (exitcode {rec.exitcode}) {KILLED_OUTSIDE}"
+            add(rec.rank, rec.host, why, 0.9, [rec.ev])
+            if out.first_failure is None:
+                out.first_failure = Suspect(rec.rank, rec.host, why, 0.9, [rec.ev])
+    for rec in [] if out.killed_outside else report.failures:
         if rec.root and (rec.rank is not None or rec.host):
             code = f"exitcode {rec.exitcode}" if rec.exitcode is not None else "failed"
             if rec.rank in out.victims:
@@ -214,6 +231,24 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 "did not reach the same store (MASTER_ADDR/MASTER_PORT/WORLD_SIZE) or did not "
                 "start", 0.9, [f.ev for f in facts[:2]])
 
+    # 2h. A node whose torchrun agent waited at its exit barrier (extract.exit_barrier: every
+    # worker there exited with code 0) while no rank failed on its own and others lost or
+    # waited for peers: that node's ranks left the job early; the rest is the consequence.
+    if out.victims and not out.crashed_ranks and not out.killed_outside:
+        failed_hosts = {rec.host for rec in report.failures if rec.exitcode not in (None, 0)}
+        for fact in report.facts.get("exit_barrier", []):
+            node = fact.ev.host
+            if node is None or node in failed_hosts or node in out.finished_hosts:
+                continue
+            out.finished_hosts.append(node)
+            there: list[int | None] = [r for r, st in report.ranks.items() if st.host == node]
+            if not there and unplaced == [node]:
+                there = [r for r in range(world_seen) if r not in report.ranks]
+            for left in there[:8] or [None]:
+                add(left, node, "its node's torchrun agent waited at the exit barrier (every "
+                    "worker there exited with code 0) while ranks elsewhere lost or waited for "
+                    "peers: it left the job early", 0.85, [fact.ev])
+
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
     # rank 0 itself came late (the others gave up on it first).
@@ -233,13 +268,15 @@ def analyze_ranks(report: LogReport) -> CrossRank:
 
     # 2e. DETAIL mode compared the ranks' collectives: the fingerprint few ranks ran, where
     # more ranks agree on another, is the odd one out.
+    # A rank's own fingerprint first ("Rank A is running ..."): what a peer decoded of it
+    # ("but Rank B is running ...") can be garbled (a barrier read as GATHER or REDUCE).
     ran: dict[int, str] = {}
     fp_ev: list[Evidence] = []
     for fact in report.facts.get("fingerprint", []):
-        f = fact.fields
-        ran.setdefault(f["a"], f["fp_a"])
-        ran.setdefault(f["b"], f["fp_b"])
+        ran.setdefault(fact.fields["a"], fact.fields["fp_a"])
         fp_ev.append(fact.ev)
+    for fact in report.facts.get("fingerprint", []):
+        ran.setdefault(fact.fields["b"], fact.fields["fp_b"])
     by_fp: dict[str, list[int]] = defaultdict(list)
     for r, fp in sorted(ran.items()):
         by_fp[fp].append(r)
@@ -252,6 +289,14 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     for r in rs:
                         add(r, None, f"ran {fp} where {len(ordered[0])} ranks ran {common_fp}",
                             0.85, fp_ev[:2])
+        elif len(by_fp) == 2:
+            (fp1, rs1), (fp2, rs2) = by_fp.items()
+            odd = bookkeeping_side(fp1, fp2)
+            if odd is not None:
+                fp, rs, other = (fp1, rs1, fp2) if odd == 0 else (fp2, rs2, fp1)
+                for r in rs:
+                    add(r, None, f"ran {fp} (a barrier or one-element collective) where as many "
+                        f"ranks ran {other}: {BOOKKEEPING}", 0.85, fp_ev[:2])
 
     # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
     # configuration, not a peer.
@@ -267,16 +312,27 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # tell which, so both are named, the aborted rank first.
     for fact in report.facts.get("gloo_size", []):
         grank = fact.ev.rank
+        if grank is None and fact.ev.host:  # a node's file of one rank (torchrun's what():)
+            on_host = [r for r, st in report.ranks.items() if st.host == fact.ev.host]
+            grank = on_host[0] if len(on_host) == 1 else None
         ring = max(world_now, len(report.hosts))  # every node that left logs ran a rank
         if grank is None or ring < 2:
             continue
         got, want = fact.fields.get("received"), fact.fields.get("expected")
         nb = (grank + 1) % ring
+        odd = _odd_of_two(report, grank, nb)
+        if odd == nb:
+            add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
+                f"it expected {want}, and its collective differs from the other ranks' in the "
+                "Flight Recorder dumps: it sent a larger tensor or another dtype", 0.95,
+                [fact.ev])
         add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own tensor "
             f"holds {want} (its tensor is smaller than its peers', or rank {nb} sent a larger "
-            "one)", 0.85, [fact.ev])
-        add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where it "
-            f"expected {want}: it may have sent a larger tensor or another dtype", 0.6, [fact.ev])
+            "one)", 0.85 if odd != nb else 0.5, [fact.ev])
+        if odd != nb:
+            add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
+                f"it expected {want}: it may have sent a larger tensor or another dtype", 0.6,
+                [fact.ev])
         break
 
     # 3. Ranks that did not report a timeout while most others did.
@@ -312,6 +368,16 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     calls: dict[str, list[int]] = defaultdict(list)
     for crank, cname in sorted(in_call.items()):
         calls[cname].append(crank)
+    if len(calls) == 2 and len({len(rs) for rs in calls.values()}) == 1:
+        # a tie (two ranks, each in another call): the one in a barrier left the common path
+        (c1, rs1), (c2, rs2) = sorted(calls.items())
+        odd = bookkeeping_side(c1, c2)
+        if odd is not None:
+            cname, rs, other = (c1, rs1, c2) if odd == 0 else (c2, rs2, c1)
+            out.other_path = sorted(set(out.other_path) | set(rs))
+            for crank in rs:
+                add(crank, None, f"was in {cname}() when it gave up, while as many rank(s) were "
+                    f"in {other}(): {BOOKKEEPING}", 0.8, [call_ev[crank]])
     if len(calls) > 1:
         ranked = sorted(calls.items(), key=lambda kv: -len(kv[1]))
         top_call, top_ranks = ranked[0]
@@ -408,6 +474,50 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     return out
 
 
+#: Why, of two sides that disagree, the one in a barrier or a one-element collective is named.
+BOOKKEEPING = ("a rank off the training step's path (a rank-only branch, fewer batches, a "
+               "skipped step) reaches a barrier or a metric reduction while its peers are still "
+               "in the step's collective")
+
+
+def _bookkeeping(what: str) -> bool:
+    """A barrier or a one-element collective (a metric, a flag): a DETAIL fingerprint
+    ("OpType=BARRIER", "TensorShape=[1]") or the call a rank waited in ("barrier")."""
+    text = what.replace(" ", "")
+    return "BARRIER" in text or "TensorShape=[1]," in text + "," or what == "barrier" \
+        or "TensorShape=[]," in text + ","
+
+
+def bookkeeping_side(a: str, b: str) -> int | None:
+    """Of two collectives that as many ranks ran each (a tie: two ranks), the side (0 or 1)
+    that is a barrier or a one-element collective while the other is not. A job's repeated
+    collective is its step's (gradients); a rank that left that path -- a rank-only branch,
+    an early end of its data, a skipped step -- meets a barrier or a metric's reduction first,
+    so that side is named. None when both or neither are."""
+    ka, kb = _bookkeeping(a), _bookkeeping(b)
+    if ka == kb:
+        return None
+    return 0 if ka else 1
+
+
+def _odd_of_two(report: LogReport, a: int, b: int) -> int | None:
+    """Of two ranks one of which holds an odd tensor (gloo's size check names a pair), the one
+    whose call in the Flight Recorder dumps differs from a third rank's at the same sequence
+    id (another rank's dump is what the job's collective normally is); None when the dumps
+    do not tell."""
+    for f in report.flight_recorder:
+        if f.kind != "mismatch" or not f.calls:
+            continue
+        normal = {c for r, c in f.calls.items() if r not in (a, b)}
+        if len(normal) != 1:
+            continue
+        ref = normal.pop()
+        for mine, other in ((a, b), (b, a)):
+            if mine in f.calls:
+                return mine if f.calls[mine] != ref else other
+    return None
+
+
 def _first_symptom_is_a_lost_peer(report: LogReport) -> bool:
     """Whether the first communication error the ranks reported (by time, or by line within
     one interleaved file) was a lost connection rather than a timeout: a process that died
@@ -428,7 +538,36 @@ def _first_symptom_is_a_lost_peer(report: LogReport) -> bool:
 
 def _stopped(report: LogReport, rank: int) -> bool:
     """torchrun stopped this rank (SIGTERM after another failed): a bystander, not silent."""
-    return any(rec.rank == rank and rec.exitcode == -15 for rec in report.failures)
+    return any(rec.rank == rank and rec.exitcode == -15 for rec in report.failures) and \
+        rank not in killed_outside(report)
+
+
+#: signals that end a worker from outside (SIGHUP, SIGINT, SIGTERM) as torchrun's exitcodes
+OUTSIDE_SIGNALS = (-1, -2, -15)
+
+
+def killed_outside(report: LogReport) -> list[int]:
+    """Ranks torchrun recorded as its first observed failure, ended by SIGTERM (SIGINT,
+    SIGHUP) that torchrun itself never sent them. torchrun names every worker it stops, before
+    the failure summary, and only those still running (torch 2.13.0,
+    torch/distributed/elastic/multiprocessing/api.py, `_close`: `if handler.proc.poll() is
+    None: logger.warning("Sending process %s closing signal %s", handler.proc.pid,
+    death_sig.name)`); the summary gives the pid of each failure (errors/__init__.py:
+    `f"Signal {-self.exitcode} ({self.signal_name()}) received by PID {self.pid}"`). A root
+    failure ended by such a signal whose pid torchrun never named was killed by something
+    else (a preemption, a health check, a person's kill) before any other rank failed."""
+    sent_in: dict[str, set[int]] = defaultdict(set)
+    for fact in report.facts.get("sigterm_sent", []):
+        pid: int | None = fact.fields.get("pid")
+        if pid is not None:
+            sent_in[fact.ev.file].add(pid)
+    sent_anywhere = set().union(*sent_in.values()) if sent_in else set()
+    out = []
+    for rec in report.failures:
+        if rec.root and rec.rank is not None and rec.pid is not None \
+                and rec.exitcode in OUTSIDE_SIGNALS and rec.pid not in sent_anywhere:
+            out.append(rec.rank)
+    return sorted(set(out))
 
 
 def unplaced_hosts(report: LogReport) -> list[str]:
@@ -475,6 +614,10 @@ def describe(cr: CrossRank, world: int | None, lang: str = "en") -> list[str]:
     return lines
 
 
+_ZH_BOOKKEEPING = ("偏离训练步骤路径的 rank（只在某些 rank 上执行的分支、数据批次更少、"
+                   "跳过一步）会先到达 barrier 或指标归约，而其他 rank 仍在该步骤的集合通信中")
+
+
 def _zh_code(code: str) -> str:
     return code.replace("exitcode", "退出码") if code != "failed" else "失败"
 
@@ -519,6 +662,19 @@ _ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
          lambda m: f"最后入队的 NCCL work {m[1]} 落后于其他 rank（{m[2]}）"),
         (r"^ran a different collective at SeqNum=(\d+) than the others \((.+)\)$",
          lambda m: f"在 SeqNum={m[1]} 执行的集合通信与其他 rank 不同（{m[2]}）"),
+        (r"^ended by a signal \(exitcode (\S+)\) " + re.escape(KILLED_OUTSIDE) + "$",
+         lambda m: f"被启动器之外的信号终止（退出码 {m[1]}）：被抢占或被杀死"),
+        (r"^its node's torchrun agent waited at the exit barrier \(every worker there exited "
+         r"with code 0\) while ranks elsewhere lost or waited for peers: it left the job early$",
+         lambda m: "它所在节点的 torchrun agent 在 exit barrier 处等待（该节点的 worker 都以退出码 "
+                   "0 退出），而其他 rank 失去了对端或在等待：它提前离开了作业"),
+        (r"^ran (.+) \(a barrier or one-element collective\) where as many ranks ran (.+?): "
+         + re.escape(BOOKKEEPING) + "$",
+         lambda m: f"执行了 {m[1]}（barrier 或单元素集合通信），而同样多的 rank 执行的是 {m[2]}："
+                   + _ZH_BOOKKEEPING),
+        (r"^was in (.+)\(\) when it gave up, while as many rank\(s\) were in (.+)\(\): "
+         + re.escape(BOOKKEEPING) + "$",
+         lambda m: f"放弃时停在 {m[1]}()，而同样多的 rank 停在 {m[2]}()：" + _ZH_BOOKKEEPING),
         (r"^reported no error while (\d+) rank\(s\) lost or waited for a peer: it left the "
          r"job or was busy elsewhere$",
          lambda m: f"没有报告错误，而 {m[1]} 个 rank 失去了对端或在等它：它已离开作业或在忙"

@@ -338,6 +338,19 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"Sending process (\d+) closing signal (SIG\w+)",
         _groups("pid", "signal", ints=("pid",)),
     ),
+    # torchrun's agent waits at its exit barrier only once every worker of its node succeeded
+    # (torch 2.13.0, torch/distributed/elastic/agent/server/api.py, `_invoke_run`: `if state ==
+    # WorkerState.SUCCEEDED: logger.info("[%s] worker group successfully finished." " Waiting
+    # %s seconds for other agents to finish.", ...); self._exit_barrier()`; `_exit_barrier`:
+    # `logger.info("Local worker group finished (%s). " "Waiting %s seconds for other agents
+    # to finish", ...)` and, when the other agents went away, `logger.exception("Error waiting
+    # on exit barrier. Elapsed: %s seconds", ...)`): that node's ranks all exited with code 0.
+    E(
+        "exit_barrier",
+        r"(Error waiting on exit barrier|worker group successfully finished|"
+        r"Local worker group finished \(SUCCEEDED\))",
+        _groups("message"),
+    ),
     # --- torchrun's failure summary ----------------------------------------------------------
     E(
         "child_failed",
@@ -555,6 +568,15 @@ COMM_EXCEPTIONS = frozenset(
 #: `"Socket closed ", peerDescription()`; unbound_buffer.cc: "Timed out waiting ...ms for recv
 #: operation to complete"). Other gloo failures (an enforce on this rank's own interface or
 #: data) are not a lost peer.
+#: a rank's error that only a process group that formed and ran collectives can raise: gloo's
+#: transport losing a connected peer (third_party/gloo/gloo/transport/tcp/pair.cc: "Connection
+#: closed by peer", "Read error"; unbound_buffer.cc: "Timed out waiting 5000ms for recv
+#: operation to complete") or DETAIL's monitored barrier. A rendezvous or store error after
+#: it is the job ending (the store's host left), not why it never started.
+RAN_COLLECTIVES = re.compile(r"pair\.cc:\d+\] (?:Connection closed by peer|Read error)|"
+                             r"Timed out waiting \d+ms for (?:recv|send) operation|"
+                             r"monitoredBarrier")
+
 GLOO_PEER_LOST = ("connection closed by peer", "read error [", "socket closed [",
                   "timed out waiting", "connection reset by peer", "connection refused",
                   "broken pipe")

@@ -80,6 +80,7 @@ class FrEntry:
     sizes: str
     state: str
     where: str  # the innermost frame outside torch, "file:line (function)"
+    dtypes: str = ""  # input_dtypes as Python prints them ("['Float']"), when recorded
 
 
 @dataclass
@@ -156,6 +157,7 @@ def _sizes(value: object, budget: int = 120) -> str:
 #: the fields torch writes in an entry and their types (a missing one is fine)
 _FIELD_TYPES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
     ("profiling_name", str), ("state", str), ("input_sizes", (list, tuple)),
+    ("input_dtypes", (list, tuple)),
     ("process_group", (list, tuple)), ("frames", list))
 
 _CLOSE = object()
@@ -253,7 +255,9 @@ def dump_from_raw(raw: object, name: str) -> FrDump:
             continue
         entries.append(FrEntry(pg_name, seq, _text(e.get("profiling_name")),
                                _sizes(e.get("input_sizes", "")), _text(e.get("state")),
-                               _where(e.get("frames"))))
+                               _where(e.get("frames")),
+                               _sizes(e["input_dtypes"]) if isinstance(
+                                   e.get("input_dtypes"), list | tuple) else ""))
     if odd:
         notes.append("fields of an unexpected type, not used: " + ", ".join(
             f"{key} in {n} entries" for key, n in odd.items()))
@@ -291,6 +295,9 @@ class FrFinding:
     ranks: list[int]
     text: str
     dump: str
+    #: of a mismatch, each rank's call at that sequence id ("gloo:all_reduce [[1024]]
+    #: ['Double']"); its `ranks` are empty when as many ranks made each call (no minority)
+    calls: dict[int, str] = field(default_factory=dict)
 
 
 def _members(pg: str, dumps: Sequence[FrDump]) -> list[int]:
@@ -347,14 +354,19 @@ def analyze_dumps(dumps: Sequence[FrDump]) -> list[FrFinding]:
             calls = {r: seqs[seq] for r, seqs in ranks.items() if seq in seqs}
             kinds = defaultdict(list)
             for r, e in calls.items():
-                kinds[(e.op, e.sizes)].append(r)
+                kinds[(e.op, e.sizes, e.dtypes)].append(r)
             if len(kinds) > 1:
-                parts = [f"rank(s) {', '.join(map(str, rs))}: {op} {sizes} at "
-                         f"{calls[rs[0]].where}" for (op, sizes), rs in kinds.items()]
+                parts = [f"rank(s) {', '.join(map(str, rs))}: {op} {sizes}"
+                         + (f" {dtypes}" if dtypes else "") + f" at {calls[rs[0]].where}"
+                         for (op, sizes, dtypes), rs in kinds.items()]
                 minority = min(kinds.values(), key=len)
+                tie = sum(len(rs) == len(minority) for rs in kinds.values()) > 1 and \
+                    len({len(rs) for rs in kinds.values()}) == 1
                 findings.append(FrFinding(
-                    "mismatch", sorted(minority),
+                    "mismatch", [] if tie else sorted(minority),
                     f"collective #{seq} of process group {pg} differs between ranks: "
-                    + "; ".join(parts), by_rank[minority[0]].name))
+                    + "; ".join(parts), by_rank[minority[0]].name,
+                    {r: " ".join(x for x in (e.op, e.sizes, e.dtypes) if x)
+                     for r, e in sorted(calls.items())}))
                 break  # the first mismatch explains the rest
     return findings

@@ -207,6 +207,14 @@ def _int(value: object) -> int:
     return value
 
 
+def _entry(e: object) -> FrEntry:
+    """One entry off the wire: pg, seq, op, sizes, state, where (and dtypes)."""
+    if not isinstance(e, list) or len(e) not in (6, 7):
+        raise TypeError("entry")
+    return FrEntry(_str(e[0]), _int(e[1]), _str(e[2]), _str(e[3]), _str(e[4]),
+                   _str(e[5], 1000), _str(e[6]) if len(e) == 7 else "")
+
+
 def _from_wire(msg: object, name: str) -> FrDump | DumpError:
     """A child's answer, every field checked again: the child read hostile bytes."""
     if not isinstance(msg, dict):
@@ -226,8 +234,7 @@ def _from_wire(msg: object, name: str) -> FrDump | DumpError:
     rank = d["rank"]
     return FrDump(
         name, None if rank is None else _int(rank), _str(d["version"]),
-        [FrEntry(_str(pg), _int(seq), _str(op), _str(sizes), _str(state), _str(where, 1000))
-         for pg, seq, op, sizes, state, where in entries],
+        [_entry(e) for e in entries],
         [_str(n, 600) for n in notes],
         {_str(k): [_int(r) for r in v[:100_000]] for k, v in groups.items()
          if isinstance(v, list)})
@@ -236,7 +243,7 @@ def _from_wire(msg: object, name: str) -> FrDump | DumpError:
 def _to_wire(dump: FrDump) -> dict[str, object]:
     return {"dump": {"rank": dump.rank, "version": dump.version, "notes": dump.notes,
                      "groups": dump.groups,
-                     "entries": [[e.pg, e.seq, e.op, e.sizes, e.state, e.where]
+                     "entries": [[e.pg, e.seq, e.op, e.sizes, e.state, e.where, e.dtypes]
                                  for e in dump.entries]}}
 
 

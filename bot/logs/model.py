@@ -80,6 +80,9 @@ class FailureRecord:
     host: str | None = None
     exitcode: int | None = None
     time: str | None = None
+    #: the worker's process id ("exitcode  : -15 (pid: 4476)"): torchrun names the same pid
+    #: when it sends a worker its closing signal
+    pid: int | None = None
 
 
 @dataclass(slots=True)
@@ -209,6 +212,7 @@ INFO_KINDS = frozenset(
         "topo_matrix",
         "lspci_gpu",
         "long_step",
+        "exit_barrier",  # a node whose workers all succeeded (its agent's error there follows)
         "nccl_setup",
         "nvls",
         "p2p_test",

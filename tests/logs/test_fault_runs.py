@@ -186,3 +186,94 @@ def test_under_accelerate_a_rank_expecting_more_ranks_is_a_rendezvous_failure() 
     assert d.root_causes[0].category == "rendezvous_failure"
     assert d.suspects[0].rank == 0
     assert all(s.rank != 2 for s in d.suspects)
+
+
+# --- issue 27, third round: what torchrun's own messages say about the cause ----------------
+
+
+def test_a_rank_sigtermed_from_outside_the_launcher_is_a_crash_not_a_stop() -> None:
+    # accelerate launch, 2 ranks; rank 0 is sent SIGTERM by something else (a preemption):
+    # torchrun records it first with exitcode -15, but its "Sending process PID closing signal
+    # SIGTERM" names only rank 1's pid, which it stopped after rank 1 lost its peer
+    _, d = _diagnose("accelerate2-sigterm_ext-rank0")
+    assert d.crossrank.killed_outside == [0]
+    assert d.crossrank.still_running == []
+    assert d.root_causes[0].category == "rank_crashed"
+    assert d.suspects[0].rank == 0 and "from outside the launcher" in d.suspects[0].reason
+
+
+def test_a_rank_torchrun_stopped_itself_is_not_killed_from_outside() -> None:
+    # torchrun SIGTERMed rank 1 (its pid is in "Sending process ... closing signal SIGTERM")
+    _, d = _diagnose("torchrun2-detail-slow_loader-rank1")
+    assert d.crossrank.killed_outside == []
+    _, d = _diagnose("torchrun8-dtype-rank7")
+    assert d.crossrank.killed_outside == []
+
+
+def test_a_node_whose_agent_waited_at_the_exit_barrier_left_early() -> None:
+    # three agents, one rank each, --log-dir per node; rank 1 (node 2) exits with code 0 at
+    # its last step. Node 2's torchrun prints no summary (its worker succeeded), only "Error
+    # waiting on exit barrier" and the rendezvous errors that follow; nodes 1 and 3 lose it.
+    # Rank 1 is placed on node 2 (node blocks of world / nodes ranks), not on node 1
+    report, d = _diagnose("3node-logdir-exit0_early-rank1")
+    assert d.crossrank.finished_hosts == ["gpu-node-02"]
+    assert 1 not in report.ranks or report.ranks[1].host != "gpu-node-01"
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (1, "gpu-node-02")
+    assert "exit barrier" in d.suspects[0].reason
+
+
+def test_of_two_ranks_the_one_in_a_barrier_is_named_detail_fingerprints() -> None:
+    # DETAIL, 2 ranks: rank 0 calls barrier() in its own branch while rank 1 all_reduces.
+    # Each fingerprint disagrees with the other (a tie); rank 1 reads rank 0's as REDUCE, rank
+    # 0 states its own: BARRIER
+    _, d = _diagnose("torchrun2-detail-barrier_branch-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert d.suspects[0].rank == 0 and "BARRIER" in d.suspects[0].reason
+
+
+def test_of_two_ranks_the_one_that_timed_out_in_a_barrier_took_another_path() -> None:
+    # accelerate launch, 2 ranks, no DETAIL: rank 0 times out in barrier(), rank 1 in
+    # all_reduce(); one each, so no majority: the barrier side is the rank off the step's path
+    _, d = _diagnose("accelerate2-barrier_branch-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert d.suspects[0].rank == 0 and d.crossrank.other_path == [0]
+
+
+def test_the_bookkeeping_side_of_a_tie_is_a_barrier_or_a_one_element_collective() -> None:
+    from bot.logs.crossrank import bookkeeping_side
+
+    step = "OpType=ALLREDUCE, TensorShape=[1024], TensorDtypes=Float"
+    assert bookkeeping_side(step, "OpType=ALLREDUCE, TensorShape=[1], TensorDtypes=Float") == 1
+    assert bookkeeping_side("SequenceNumber=0OpType=BARRIER", step) == 0
+    assert bookkeeping_side("barrier", "all_reduce") == 0
+    # a tensor of another size or dtype is no bookkeeping: no side is preferred
+    assert bookkeeping_side(step, "OpType=ALLREDUCE, TensorShape=[1280], TensorDtypes=Float") \
+        is None
+    assert bookkeeping_side("OpType=BARRIER", "barrier") is None
+
+
+def test_flight_recorder_dtypes_tell_a_mismatch_and_a_tie_names_no_side() -> None:
+    from bot.logs.flight_recorder import FrDump, FrEntry, analyze_dumps
+
+    def dump(rank: int, dtype: str) -> FrDump:
+        e = FrEntry("0/default_pg", 3, "gloo:all_reduce", "[[1024]]", "scheduled",
+                    "job.py:135 (<module>)", f"['{dtype}']")
+        return FrDump(f"fr_trace_{rank}", rank, "2.10", [e])
+
+    three = analyze_dumps([dump(5, "Float"), dump(6, "Float"), dump(7, "Double")])
+    mm = [f for f in three if f.kind == "mismatch"]
+    assert [f.ranks for f in mm] == [[7]] and "['Double']" in mm[0].text
+    assert mm[0].calls[7].endswith("['Double']") and mm[0].calls[5].endswith("['Float']")
+    two = [f for f in analyze_dumps([dump(5, "Float"), dump(7, "Double")]) if f.kind == "mismatch"]
+    assert [f.ranks for f in two] == [[]] and set(two[0].calls) == {5, 7}
+
+
+def test_a_lost_third_node_is_the_crash_the_other_nodes_lost() -> None:
+    # SEALED-3 `node_lost`, recorded after its one run: three agents, one rank each; every
+    # rank of node 3 is SIGKILLed at its first step (its agent survives and records exitcode
+    # -9); nodes 1 and 2 lose it and torchrun records each of them first on its own node
+    _, d = _diagnose("3node-logdir-node_lost-node3")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-03")
+    assert d.crossrank.victims == [0, 1]
