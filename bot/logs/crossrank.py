@@ -519,6 +519,28 @@ _ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
          lambda m: f"最后入队的 NCCL work {m[1]} 落后于其他 rank（{m[2]}）"),
         (r"^ran a different collective at SeqNum=(\d+) than the others \((.+)\)$",
          lambda m: f"在 SeqNum={m[1]} 执行的集合通信与其他 rank 不同（{m[2]}）"),
+        (r"^(\d+) of (\d+) ranks could not connect to the store it hosts \(MASTER_ADDR/"
+         r"MASTER_PORT as they see it\) while it could$",
+         lambda m: f"{m[2]} 个 rank 中有 {m[1]} 个无法连接它所承载的 store（按它们看到的 "
+                   "MASTER_ADDR/MASTER_PORT），而它自己可以"),
+        (r"^waited for rank (\d+)'s address in the store, but the job has (\d+) ranks: its "
+         r"WORLD_SIZE is larger than the others'$",
+         lambda m: f"在 store 中等待 rank {m[1]} 的地址，但作业只有 {m[2]} 个 rank：它的 "
+                   "WORLD_SIZE 比其他 rank 的大"),
+        (r"^never published its address to the store \(gloo's key (.+)\) while (\d+) rank\(s\) "
+         r"waited for it: it did not reach the same store \(MASTER_ADDR/MASTER_PORT/WORLD_SIZE\) "
+         r"or did not start$",
+         lambda m: f"始终没有把自己的地址发布到 store（gloo 的键 {m[1]}），而 {m[2]} 个 rank "
+                   "在等它：它没有连到同一个 store（MASTER_ADDR/MASTER_PORT/WORLD_SIZE）或"
+                   "没有启动"),
+        (r"^gloo aborted it: it received (\S+) bytes where its own tensor holds (\S+) \(its tensor "
+         r"is smaller than its peers', or rank (\d+) sent a larger one\)$",
+         lambda m: f"gloo 中止了它：它收到 {m[1]} 字节，而它自己的张量只有 {m[2]} 字节（它的张量"
+                   f"比其他 rank 的小，或 rank {m[3]} 发来了更大的张量）"),
+        (r"^its ring neighbour rank (\d+) received (\S+) bytes from it where it expected (\S+): "
+         r"it may have sent a larger tensor or another dtype$",
+         lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节：它可能"
+                   "发送了更大的张量或不同的 dtype"),
         (r"^reported no error while (\d+) rank\(s\) lost or waited for a peer: it left the "
          r"job or was busy elsewhere$",
          lambda m: f"没有报告错误，而 {m[1]} 个 rank 失去了对端或在等它：它已离开作业或在忙"
