@@ -20,6 +20,8 @@ from typing import Any
 from bot.answering.answer import CERTAINTY_WORDS
 from bot.answering.contract import Answer, Lang, RootCauseOut
 from bot.answering.followup import MAX_CHARS
+from bot.render.seen import resolution_in, seen_title
+from bot.render.seen import source_name as _source_name
 from bot.render.text import cut_words, shorten
 from bot.slack.blocks import (
     ACTION_DOWN,
@@ -194,32 +196,14 @@ def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
     inc = answer.similar_incidents[0]
     if inc.local:  # the team's own: where, when, what fixed it, who, the thread
         return f"*{WORDS[lg]['seen']}*: {seen_line(inc, budget - len(WORDS[lg]['seen']) - 4)}"
-    title = esc(cut_words(seen_title(inc.title, inc.source, inc.category, lg),
+    title = esc(cut_words(seen_title(inc, lg),
                           max(20, budget // 2)))
     line = f"*{WORDS[lg]['seen']}*{'：' if lg == 'zh' else ': '}<{inc.source}|{title}>"
     left = budget - len(title) - len(WORDS[lg]["seen"]) - 8
-    if left > 30 and (lg == "zh") == bool(_CJK.search(inc.resolution)):
-        fix = shorten(inc.resolution, left)
+    if left > 30 and (fix := resolution_in(inc, lg)):
+        fix = shorten(fix, left)
         line += f" — {esc(fix)}"
     return line
-
-
-_CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def seen_title(title: str, source: str, category: str, lg: Lang) -> str:
-    """A past incident's name in the reader's language: its thread title when written in
-    that language, else the thread's short name and the cause in the reader's words."""
-    if (lg == "zh") == bool(_CJK.search(title)):
-        return title
-    from bot.knowledge.taxonomy import category as taxonomy_category
-
-    try:
-        cause = taxonomy_category(category).short(lg)
-    except KeyError:
-        cause = category
-    return f"{_source_name(source)}（{cause}）" if lg == "zh" else \
-        f"{_source_name(source)} ({cause})"
 
 
 def message_text(blocks: Sequence[Block]) -> str:
@@ -405,8 +389,8 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
     if answer.similar_incidents:
         texts.append(f"*{w['seen']}*\n" + "\n".join(
             (f"• {seen_line(i, 240)}" if i.local else
-             f"• <{i.source}|{esc(cut_words(seen_title(i.title, i.source, i.category, lg), 120))}>"
-             f" (`{i.category}`): {esc(shorten(i.resolution, 240))}")
+             f"• <{i.source}|{esc(cut_words(seen_title(i, lg), 120))}> (`{i.category}`)"
+             + (f": {esc(shorten(fix, 240))}" if (fix := resolution_in(i, lg)) else ""))
             for i in answer.similar_incidents[:3]))
     if answer.citations:
         texts.append(f"*{w['sources']}*\n" + "\n".join(
@@ -414,16 +398,6 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
             + ", ".join(f"<{u}|{_source_name(u)}>" for u in c.sources[:3])
             for c in answer.citations))
     return assemble(texts, None, list(answer.notes), text=f"{w['details']}: {headline(answer, lg)}")
-
-
-def _source_name(url: str) -> str:
-    """A link's short name: owner/repo#123 for GitHub threads, else the host and path."""
-    bare = url.split("://", 1)[-1].rstrip("/")
-    parts = bare.split("/")
-    if parts[0] == "github.com" and len(parts) >= 5 and parts[3] in ("issues", "pull",
-                                                                      "discussions"):
-        return f"{parts[1]}/{parts[2]}#{parts[4]}"
-    return bare[:60]
 
 
 def other_language_message(answer: Answer, lang: Lang) -> Rendered:
