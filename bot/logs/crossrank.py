@@ -565,6 +565,34 @@ def reason_in(reason: str, lang: str) -> str:
     return "; ".join(out)
 
 
+#: Each line `describe` writes in English, in Chinese (an answer kept in both languages, as
+#: Slack keeps its threads' answers, is shown to a Chinese reader with these).
+_ZH_RANK_LINES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
+    (re.compile(p), f) for p, f in (
+        (r"^(\d+) rank\(s\) reported a watchdog timeout(?: of (\d+))?: (.+)$",
+         lambda m: f"{m[1]} 个 rank 报告了 watchdog 超时" + (f"（共 {m[2]} 个）" if m[2] else "")
+                   + f"：{m[3]}"),
+        (r"^silent ranks \(no timeout reported\): (.+)$", lambda m: f"没有报告超时的 rank：{m[1]}"),
+        (r"^rank\(s\) with a crash/exception: (.+)$", lambda m: f"崩溃或抛出异常的 rank：{m[1]}"),
+        (r"^lagging rank\(s\): (.+)$", lambda m: f"落后的 rank：{m[1]}"),
+        (r"^collective mismatch at SeqNum=(\d+): (.+)$",
+         lambda m: f"SeqNum={m[1]} 处集合通信不一致：" + "；".join(
+             re.sub(r"^(.+) on ranks (.+)$", r"rank \2 执行 \1", part)
+             for part in m[2].split("; "))),
+    ))
+
+
+def rank_line_in(line: str, lang: str) -> str:
+    """One of `describe`'s English lines in `lang` (zh: in Chinese; any other as it is)."""
+    if lang != "zh":
+        return line
+    for rx, zh in _ZH_RANK_LINES:
+        m = rx.match(line)
+        if m is not None:
+            return zh(m)
+    return line
+
+
 def _first_error_ts(state: RankState) -> float:
     """When a rank's first failure was logged (callers keep only ranks where that is known)."""
     return state.first_error.ev.ts if state.first_error and state.first_error.ev.ts else 0.0

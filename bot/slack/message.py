@@ -20,6 +20,7 @@ from typing import Any
 from bot.answering.answer import CERTAINTY_WORDS
 from bot.answering.contract import Answer, Lang, RootCauseOut
 from bot.answering.followup import MAX_CHARS
+from bot.logs.crossrank import rank_line_in, reason_in
 from bot.render.seen import resolution_in, seen_title
 from bot.render.seen import source_name as _source_name
 from bot.render.text import cut_words, shorten
@@ -158,7 +159,8 @@ def suspect_name(answer: Answer, lg: Lang) -> str:
 def short_reason(reason: str) -> str:
     """The part of a suspect's reason that says what happened (e.g. 'failed first: oom')."""
     parts = [p.strip() for p in reason.split(";") if p.strip()]
-    best = next((p for p in parts if p.startswith("failed first")), parts[0] if parts else "")
+    best = next((p for p in parts if p.startswith(("failed first", "最先出错"))),
+                parts[0] if parts else "")
     return best[:90]
 
 
@@ -170,7 +172,7 @@ def suspect_line(answer: Answer, lg: Lang) -> str:
     who_rank = f"rank {s.rank}" if s.rank is not None else ""
     if lg == "zh":
         who = f"{s.host} 上的 {who_rank}" if s.host and who_rank else (s.host or who_rank)
-        why = f"（{esc(short_reason(s.reason))}）" if s.reason else ""
+        why = f"（{esc(short_reason(reason_in(s.reason, lg)))}）" if s.reason else ""
     else:
         who = " on ".join(x for x in (who_rank, s.host or "") if x)
         why = f" ({esc(short_reason(s.reason))})" if s.reason else ""
@@ -377,11 +379,11 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
             lines.append(f"```{shown}```")
         texts.append("\n".join(lines))
     if answer.diagnosis.suspects:
-        rows = [f"• {esc(' '.join(x for x in (f'rank {s.rank}' if s.rank is not None else '', s.host or '') if x) or '?')}: {esc(s.reason)}"  # noqa: E501
+        rows = [f"• {esc(' '.join(x for x in (f'rank {s.rank}' if s.rank is not None else '', s.host or '') if x) or '?')}: {esc(reason_in(s.reason, lg))}"  # noqa: E501
                 for s in answer.diagnosis.suspects[:5]]
         texts.append(f"*{w['suspects']}*\n" + "\n".join(rows))
     if answer.diagnosis.ranks:
-        texts.append(f"*{w['ranks']}*\n" + "\n".join(f"• {esc(r)}" for r in
+        texts.append(f"*{w['ranks']}*\n" + "\n".join(f"• {esc(rank_line_in(r, lg))}" for r in
                                                      answer.diagnosis.ranks[:6]))
     texts += step_sections(answer, lg, "steps_all")
     if sug := suggested_text(answer):
@@ -397,7 +399,8 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
             f"• {esc(_pick(c.title, lg) or c.card)} (`{c.card}`): "
             + ", ".join(f"<{u}|{_source_name(u)}>" for u in c.sources[:3])
             for c in answer.citations))
-    return assemble(texts, None, list(answer.notes), text=f"{w['details']}: {headline(answer, lg)}")
+    return assemble(texts, None, list(answer.notes), text=f"{w['details']}: {headline(answer, lg)}",
+                    lang=lg)
 
 
 def other_language_message(answer: Answer, lang: Lang) -> Rendered:
@@ -406,7 +409,7 @@ def other_language_message(answer: Answer, lang: Lang) -> Rendered:
     if sus := suspect_line(answer, lang):
         texts.append(sus)
     texts += step_sections(answer, lang, "steps")
-    return assemble(texts, None, [], text=headline(answer, lang))
+    return assemble(texts, None, [], text=headline(answer, lang), lang=lang)
 
 
 def step_sections(answer: Answer, lg: Lang, heading: str) -> list[str]:
