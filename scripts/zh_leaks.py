@@ -3,8 +3,11 @@
 Every incident log of the corpus (`knowledge/incidents`) and the bundled sample is answered in
 Chinese as a reader gets it: `analyze --lang zh` (the one-screen answer and `--details`),
 `ask --lang zh` with a Chinese question beside the log, and a Chinese Slack thread's first
-message, Details reply and Other-causes reply. Each text is searched for runs of English prose
-outside code, quotes, identifiers and the log's own words (`bot.render.lang.latin_prose`).
+message, Details reply and Other-causes reply (Slack keeps a thread's answer in both languages
+and shows it in the thread's). Each text is searched for runs of English prose outside code,
+quotes, identifiers and the log's own words (`bot.render.lang.latin_prose`); the runs in the
+cards' and the taxonomy's own Chinese (their authors' words, quoted as written) are counted
+apart.
 
     .venv/bin/python scripts/zh_leaks.py            # totals per surface, the commonest runs
     .venv/bin/python scripts/zh_leaks.py --top 60   # more of them
@@ -18,17 +21,21 @@ import io
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import yaml  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from bot.answering.contract import Answer  # noqa: E402
 from bot.answering.troubleshooter import Question, Troubleshooter  # noqa: E402
 from bot.config import Settings  # noqa: E402
+from bot.knowledge.cards import card_files, taxonomy_path  # noqa: E402
 from bot.knowledge.incidents import load_incidents  # noqa: E402
 from bot.render.lang import Leak, latin_prose  # noqa: E402
 from bot.render.terminal import render_answer  # noqa: E402
@@ -49,9 +56,34 @@ class Tally:
     texts: Counter[str] = field(default_factory=Counter)
     lines: Counter[str] = field(default_factory=Counter)
     runs: Counter[str] = field(default_factory=Counter)
+    #: of the runs, those in the knowledge's own Chinese (cards, taxonomy)
+    in_knowledge: Counter[str] = field(default_factory=Counter)
     #: each run (normalised: digits as 0) -> how often, and one case it came from
     common: Counter[str] = field(default_factory=Counter)
     where: dict[str, str] = field(default_factory=dict)
+
+
+def _zh_values(node: object) -> Iterator[str]:
+    """Every text under a `zh` key of a YAML tree."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "zh":
+                yield from ([v] if isinstance(v, str) else
+                            [x for x in v if isinstance(x, str)] if isinstance(v, list) else [])
+            else:
+                yield from _zh_values(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _zh_values(v)
+
+
+@cache
+def knowledge_zh() -> tuple[str, ...]:
+    """The Chinese the knowledge itself is written in (every card's and the taxonomy's `zh`
+    texts): its authors' words, which an answer quotes as they are."""
+    files = [taxonomy_path(), *card_files()]
+    return tuple(t for f in files
+                 for t in _zh_values(yaml.safe_load(f.read_text(encoding="utf-8"))))
 
 
 def terminal(answer: Answer, details: bool) -> str:
@@ -66,13 +98,15 @@ def surfaces(ts: Troubleshooter, log: Path) -> dict[str, str]:
     analyzed = ts.answer(Question("", (str(log),), lang="zh", brief=False), llm=False,
                          strict=True)
     asked = ts.answer(Question(QUESTION, (str(log),), lang="zh"), llm=False, strict=True)
+    # Slack keeps a thread's answer in both languages and shows it in the thread's
+    thread = ts.answer(Question(QUESTION, (str(log),), lang="both"), llm=False, strict=True)
     return {
         "analyze": terminal(analyzed, details=False),
         "analyze --details": terminal(analyzed, details=True),
         "ask": terminal(asked, details=False),
-        "slack first": message_text(first_message(asked, "zh").blocks),
-        "slack details": message_text(details_message(asked, "zh").blocks),
-        "slack other causes": message_text(render_other_causes(asked, "zh").blocks),
+        "slack first": message_text(first_message(thread, "zh").blocks),
+        "slack details": message_text(details_message(thread, "zh").blocks),
+        "slack other causes": message_text(render_other_causes(thread, "zh").blocks),
     }
 
 
@@ -92,6 +126,8 @@ def measure(cases: list[tuple[str, str]]) -> Tally:
                 leaks: list[Leak] = latin_prose(out, [text, QUESTION])
                 tally.lines[surface] += len({leak.line for leak in leaks})
                 tally.runs[surface] += len(leaks)
+                tally.in_knowledge[surface] += sum(
+                    any(leak.text in k for k in knowledge_zh()) for leak in leaks)
                 for leak in leaks:
                     key = _norm(leak.text)
                     tally.common[key] += 1
@@ -110,15 +146,18 @@ def main() -> None:
     tally = measure(cases)
     print(f"{len(cases)} logs (the bundled sample and {len(cases) - 1} incidents), "
           f"question: {QUESTION}")
-    print(f"{'surface':22s} {'texts':>6s} {'lines with English prose':>25s} {'runs':>6s}")
+    print(f"{'surface':22s} {'texts':>6s} {'lines with English prose':>25s} {'runs':>6s} "
+          f"{'of which the cards/taxonomy own zh':>35s}")
     for s in SURFACES:
-        print(f"{s:22s} {tally.texts[s]:6d} {tally.lines[s]:25d} {tally.runs[s]:6d}")
+        print(f"{s:22s} {tally.texts[s]:6d} {tally.lines[s]:25d} {tally.runs[s]:6d} "
+              f"{tally.in_knowledge[s]:35d}")
     print(f"{'total':22s} {sum(tally.texts.values()):6d} {sum(tally.lines.values()):25d} "
-          f"{sum(tally.runs.values()):6d}")
+          f"{sum(tally.runs.values()):6d} {sum(tally.in_knowledge.values()):35d}")
     if tally.common:
         print(f"\nthe {args.top} commonest runs (digits as 0), with one place each:")
         for key, n in tally.common.most_common(args.top):
-            print(f"{n:5d}  {key[:90]}\n       {tally.where[key]}")
+            own = "" if any(key in k for k in knowledge_zh()) else "  [not the cards' own]"
+            print(f"{n:5d}  {key[:90]}{own}\n       {tally.where[key]}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ _QUOTED = re.compile(
     r"|(?<![A-Za-z])'[^\n]{1,200}?'(?![A-Za-z])"
     r"|<[^<>|\n]*\||https?://\S+|\b[\w.-]+\.(?:log|txt|py|cc|cu|cpp|h|hpp|yaml|json)(?::\d+)?",
     re.DOTALL)
+_BLOCK = re.compile(r"```.*?```", re.DOTALL)
 #: A line that quotes the log: `file:line  text` (the terminal's and Slack's evidence lines).
 _EVIDENCE_LINE = re.compile(r"^\s*(?:[•\-]\s*)?[\w.\-/]+:\d+[: ]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.'/=+\-]*")
@@ -66,7 +67,7 @@ def latin_prose(text: str, quoted: Iterable[str] = ()) -> list[Leak]:
     outside code, quotes, links, evidence lines and the `quoted` texts, e.g. the log)."""
     sources = [*(q for q in quoted if q), *NCCL_CODE_OF_TEXT]
     out: list[Leak] = []
-    for line in text.splitlines():
+    for line in _BLOCK.sub("\n", text).splitlines():
         if _EVIDENCE_LINE.match(line):
             continue
         bare = _QUOTED.sub(" \x00 ", line)
