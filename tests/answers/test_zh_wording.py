@@ -221,6 +221,7 @@ def test_seen_before_is_named_in_chinese_and_falls_back_without_title_zh() -> No
 def test_every_incident_has_a_chinese_title() -> None:
     incidents = load_incidents()
     assert all(i.title_zh and CJK.search(i.title_zh) for i in incidents)
+    assert [i.id for i in incidents if latin_prose(i.title_zh or "")] == []
     assert untitled_zh(incidents) == []
 
 
