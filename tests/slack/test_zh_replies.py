@@ -76,3 +76,27 @@ def test_a_chinese_threads_replies_have_no_english_prose(slack: FakeSlack, app: 
     text = message_text(_blocks(reply))
     assert len(text.splitlines()) >= 2
     assert not _english(text, log), text
+
+
+def test_a_chinese_question_beside_a_healthy_log_is_answered_in_chinese(
+        slack: FakeSlack, app: App) -> None:
+    """No failure in the log: the question is answered as a question, in the thread's
+    language (the answer is kept in both; its one text follows the question)."""
+    from tests.conftest import ROOT
+
+    log = (ROOT / "knowledge" / "healthy" / "lightning-trainer-tensor-parallel-4gpu.log"
+           ).read_text(encoding="utf-8")
+    f = slack.add_file("ok.log", log.encode())
+    question = "这个日志有问题吗？"
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
+            "event_id": f"EvZ{next(_IDS):06d}",
+            "event": {"type": "message", "channel": "D1", "channel_type": "im",
+                      "user": "UALICE", "ts": "81.1", "text": question, "files": [f],
+                      "subtype": "file_share"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    first = slack.wait_for(lambda: next(
+        (m for m in slack.thread("D1", "81.1")
+         if "ncclbot_actions:" in block_text(m.get("blocks"))), None))
+    text = message_text(_blocks(first))
+    assert text.startswith("日志中没有发现故障") and "关于你的问题" in text
+    assert not _english(text, log), text
