@@ -9,6 +9,10 @@ quotes, identifiers and the log's own words (`bot.render.lang.latin_prose`); the
 cards' and the taxonomy's own Chinese (their authors' words, quoted as written) are counted
 apart.
 
+On 2026-11-29 (154 logs, 924 texts), before issue 25's wording (510005a) and after it: lines
+with English prose 1536 -> 514, runs 2674 -> 871, of which in the cards' and taxonomy's own
+Chinese 861 -> 863; outside it 1813 -> 8 (a card id joined to its title, a cut quote).
+
     .venv/bin/python scripts/zh_leaks.py            # totals per surface, the commonest runs
     .venv/bin/python scripts/zh_leaks.py --top 60   # more of them
     .venv/bin/python scripts/zh_leaks.py --ids a,b  # only these incidents (and the sample)
