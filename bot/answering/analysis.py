@@ -117,7 +117,11 @@ def answer_from_analysis(report: LogReport, diagnosis: Diagnosis, cards: Sequenc
     if facts:
         diagnosis = diagnose(report, list(cards), neighbours=diagnosis.neighbours, facts=facts)
     read = source_notes(report)
-    if diagnosis.verdict == "no_evidence":
+    if diagnosis.verdict == "no_evidence" and lang == "zh":
+        looked_for = "" if brief else "（没有 NCCL 报错、watchdog 超时、Traceback 或信号）"
+        read.append(f"读取了 {len(report.sources)} 个文件的 {report.total_lines} 行"
+                    f"（{report.total_bytes} 字节），没有发现故障证据{looked_for}。")
+    elif diagnosis.verdict == "no_evidence":
         looked_for = "" if brief else (" (no NCCL errors, watchdog timeouts, tracebacks or "
                                        "signals)")
         read.append(

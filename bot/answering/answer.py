@@ -23,6 +23,7 @@ from bot.answering.contract import (
 )
 from bot.diagnosis.engine import Diagnosis, RootCause
 from bot.diagnosis.facts import deciding_question
+from bot.diagnosis.wording import reason_zh
 from bot.knowledge.cards import Card
 from bot.knowledge.taxonomy import category
 from bot.logs.crossrank import describe, reason_in
@@ -143,43 +144,10 @@ def card_brief(card: Card, lang: str = "both") -> Citation:
                     sources=card.source_urls, verified=card.verified)
 
 
-#: The reasons the engine and the common rules give for a cause, in Chinese (a reason from
-#: elsewhere stays as it is: `why_in`).
-_ZH_WHY: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), zh) for p, zh in (
-    (r"^matched signature '(.+)' of card (\S+)$", "匹配了卡片 {2} 的特征“{1}”"),
-    (r"^seen before by this team: (\S+) \(similarity ([\d.]+)\)$",
-     "本团队以前遇到过：{1}（相似度 {2}）"),
-    (r"^resembles (\d+) past incident\(s\), closest (\S+) \(similarity ([\d.]+)\)$",
-     "与 {1} 个过去的事件相似，最接近的是 {2}（相似度 {3}）"),
-    (r"^reads like card (\S+) \(similarity ([\d.]+)\)$", "读起来像卡片 {1}（相似度 {2}）"),
-    (r"^CUDA out of memory on a rank$", "某个 rank 显存溢出（CUDA out of memory）"),
-    (r"^silent rank\(s\) (\[[\d, ]*\]) may have died$", "没有报告超时的 rank {1} 可能已退出"),
-    (r"^rank\(s\) (\[[\d, ]*\]) lag behind the others$", "rank {1} 落后于其他 rank"),
-    (r"^collective timed out waiting for other ranks$", "集合通信在等待其他 rank 时超时"),
-    (r"^a lagging rank may be in a different code path$", "落后的 rank 可能走了另一条代码路径"),
-    (r"^ranks may have issued different collectives$", "各 rank 可能发起了不同的集合通信"),
-    (r"^a long step on some ranks may exceed the timeout$",
-     "某些 rank 上耗时很长的步骤可能超过了超时时间"),
-    (r"^a peer closed its connection \(it may have died\)$", "对端关闭了连接（它可能已退出）"),
-    (r"^rank (\d+) (.+)$", "rank {1} {2}"),
-))
-
-
 def why_in(reason: str, lang: str) -> str:
-    """A reason behind a cause in `lang` (zh: the engine's and the common rules' own, and
-    the cross-rank reasons they quote, in Chinese; any other as it is)."""
-    if lang != "zh":
-        return reason
-    out = []
-    for part in reason.split("; "):
-        for rx, zh in _ZH_WHY:
-            m = rx.match(part)
-            if m is not None:
-                groups = [reason_in(g, "zh") if g else "" for g in m.groups()]
-                part = zh.format("", *groups)
-                break
-        out.append(part)
-    return "；".join(out)
+    """A reason behind a cause in `lang` (zh: from the one table of reasons,
+    `bot.diagnosis.wording`; a reason it does not know as it is)."""
+    return reason_zh(reason) if lang == "zh" else reason
 
 
 def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> RootCauseOut:
@@ -317,7 +285,8 @@ def similar_incidents(diagnosis: Diagnosis) -> list[SimilarIncident]:
         and {loc.category, *loc.secondary} & top
     ]
     return [*own, *[
-        SimilarIncident(source=inc.url, title=inc.title, category=inc.category,
+        SimilarIncident(source=inc.url, title=inc.title, title_zh=inc.title_zh,
+                        category=inc.category,
                         resolution=inc.resolution, score=round(min(1.0, n.score), 2))
         for n in diagnosis.neighbours
         if (inc := n.incident) is not None and n.score >= SIMILAR_FLOOR and inc.accepted & top

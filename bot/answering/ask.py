@@ -199,7 +199,12 @@ def compose(question: str, cards: Sequence[Card], hits: Sequence[Hit], lang: str
     diagnosis, verdict = c.diagnosis, c.verdict
     text = ""
     if verdict == "no_evidence" and diagnosis.root_causes:
-        text = about_question(diagnosis, cards, "zh" if lang == "zh" else "en")
+        # one text for the answer: with both languages, the question's own (Slack keeps a
+        # thread's answer in both and shows it in the thread's, chosen by the question)
+        from bot.retrieval.tokenize import has_cjk
+
+        zh = lang == "zh" or (lang == "both" and has_cjk(question))
+        text = about_question(diagnosis, cards, "zh" if zh else "en")
     steps = None
     if verdict != "diagnosed":
         cats = [rc.category for rc in diagnosis.root_causes[:4]]

@@ -135,6 +135,8 @@ class Citation(_Model):
 class SimilarIncident(_Model):
     source: str = Field(description="the public thread")
     title: str
+    #: the title in Chinese, where the incident has one (a Chinese answer shows it)
+    title_zh: str | None = None
     category: str
     resolution: str = Field(description="what fixed it")
     score: float = Field(ge=0, le=1)

@@ -167,6 +167,8 @@ def knowledge_check(
     out = console()
     for p in result.problems:
         out.print(f"[red]{escape(p)}[/]")
+    for w in result.warnings:
+        out.print(f"[yellow]warning: {escape(w)}[/]")
     what = f"{result.cards} card(s), {result.incidents} incident(s)"
     if result.problems:
         out.print(f"[red]{len(result.problems)} defect(s) in {what}[/]")

@@ -66,6 +66,8 @@ UNPINNED_LINK = re.compile(
 @dataclass
 class CheckResult:
     problems: list[str] = field(default_factory=list)
+    #: what a person may want to add, never a defect (incidents without `title_zh`)
+    warnings: list[str] = field(default_factory=list)
     cards: int = 0
     incidents: int = 0
 
@@ -261,6 +263,18 @@ def check_healthy(folder: Path | None = None) -> list[str]:
     return problems
 
 
+def untitled_zh(incidents: list[Incident]) -> list[str]:
+    """One warning naming the incidents without `title_zh` (a Chinese answer then names the
+    thread and its cause instead), or none."""
+    missing = sorted(i.id for i in incidents if not i.title_zh)
+    if not missing:
+        return []
+    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
+                                       else "")
+    return [f"{len(missing)} incident(s) without title_zh (the title in Chinese, one line "
+            f"after title:): {shown}"]
+
+
 def check_all(directory: Path | None = None, require_basis: bool = True) -> CheckResult:
     """Validate taxonomy, cards, incidents and the index of the healthy logs."""
     result = CheckResult()
@@ -277,6 +291,7 @@ def check_all(directory: Path | None = None, require_basis: bool = True) -> Chec
     incidents, problems = check_incidents(directory or incidents_dir())
     result.problems += problems
     result.problems += check_card_incidents(cards, incidents)
+    result.warnings += untitled_zh(incidents)
     try:
         sealed = load_sealed(directory or incidents_dir())
     except Exception:  # noqa: BLE001 - already reported by check_incidents

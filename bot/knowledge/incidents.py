@@ -96,6 +96,9 @@ class Incident(_Strict):
     source: AnyHttpUrl
     repo: Repo
     title: NonEmpty
+    #: the title in Chinese (faithful and short), for "seen before" in a Chinese answer;
+    #: without it a Chinese answer names the thread and its cause (`knowledge check` warns)
+    title_zh: NonEmpty | None = None
     #: when the thread was opened, as the thread shows it; None when it could not be seen
     #: (never estimated). Undated incidents are never sealed.
     date: dt.date | None = None
@@ -165,6 +168,10 @@ class Incident(_Strict):
     @property
     def url(self) -> str:
         return str(self.source)
+
+    def title_in(self, lang: str) -> str | None:
+        """The title in `lang` (zh: `title_zh`, None without it)."""
+        return self.title_zh if lang == "zh" else self.title
 
     @property
     def accepted(self) -> frozenset[str]:

@@ -675,6 +675,29 @@ _ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
         (r"^was in (.+)\(\) when it gave up, while as many rank\(s\) were in (.+)\(\): "
          + re.escape(BOOKKEEPING) + "$",
          lambda m: f"放弃时停在 {m[1]}()，而同样多的 rank 停在 {m[2]}()：" + _ZH_BOOKKEEPING),
+
+        (r"^(\d+) of (\d+) ranks could not connect to the store it hosts \(MASTER_ADDR/"
+         r"MASTER_PORT as they see it\) while it could$",
+         lambda m: f"{m[2]} 个 rank 中有 {m[1]} 个无法连接它所承载的 store（按它们看到的 "
+                   "MASTER_ADDR/MASTER_PORT），而它自己可以"),
+        (r"^waited for rank (\d+)'s address in the store, but the job has (\d+) ranks: its "
+         r"WORLD_SIZE is larger than the others'$",
+         lambda m: f"在 store 中等待 rank {m[1]} 的地址，但作业只有 {m[2]} 个 rank：它的 "
+                   "WORLD_SIZE 比其他 rank 的大"),
+        (r"^never published its address to the store \(gloo's key (.+)\) while (\d+) rank\(s\) "
+         r"waited for it: it did not reach the same store \(MASTER_ADDR/MASTER_PORT/WORLD_SIZE\) "
+         r"or did not start$",
+         lambda m: f"始终没有把自己的地址发布到 store（gloo 的键 {m[1]}），而 {m[2]} 个 rank "
+                   "在等它：它没有连到同一个 store（MASTER_ADDR/MASTER_PORT/WORLD_SIZE）或"
+                   "没有启动"),
+        (r"^gloo aborted it: it received (\S+) bytes where its own tensor holds (\S+) \(its tensor "
+         r"is smaller than its peers', or rank (\d+) sent a larger one\)$",
+         lambda m: f"gloo 中止了它：它收到 {m[1]} 字节，而它自己的张量只有 {m[2]} 字节（它的张量"
+                   f"比其他 rank 的小，或 rank {m[3]} 发来了更大的张量）"),
+        (r"^its ring neighbour rank (\d+) received (\S+) bytes from it where it expected (\S+): "
+         r"it may have sent a larger tensor or another dtype$",
+         lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节：它可能"
+                   "发送了更大的张量或不同的 dtype"),
         (r"^reported no error while (\d+) rank\(s\) lost or waited for a peer: it left the "
          r"job or was busy elsewhere$",
          lambda m: f"没有报告错误，而 {m[1]} 个 rank 失去了对端或在等它：它已离开作业或在忙"
@@ -697,6 +720,34 @@ def reason_in(reason: str, lang: str) -> str:
                 break
         out.append(part)
     return "; ".join(out)
+
+
+#: Each line `describe` writes in English, in Chinese (an answer kept in both languages, as
+#: Slack keeps its threads' answers, is shown to a Chinese reader with these).
+_ZH_RANK_LINES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
+    (re.compile(p), f) for p, f in (
+        (r"^(\d+) rank\(s\) reported a watchdog timeout(?: of (\d+))?: (.+)$",
+         lambda m: f"{m[1]} 个 rank 报告了 watchdog 超时" + (f"（共 {m[2]} 个）" if m[2] else "")
+                   + f"：{m[3]}"),
+        (r"^silent ranks \(no timeout reported\): (.+)$", lambda m: f"没有报告超时的 rank：{m[1]}"),
+        (r"^rank\(s\) with a crash/exception: (.+)$", lambda m: f"崩溃或抛出异常的 rank：{m[1]}"),
+        (r"^lagging rank\(s\): (.+)$", lambda m: f"落后的 rank：{m[1]}"),
+        (r"^collective mismatch at SeqNum=(\d+): (.+)$",
+         lambda m: f"SeqNum={m[1]} 处集合通信不一致：" + "；".join(
+             re.sub(r"^(.+) on ranks (.+)$", r"rank \2 执行 \1", part)
+             for part in m[2].split("; "))),
+    ))
+
+
+def rank_line_in(line: str, lang: str) -> str:
+    """One of `describe`'s English lines in `lang` (zh: in Chinese; any other as it is)."""
+    if lang != "zh":
+        return line
+    for rx, zh in _ZH_RANK_LINES:
+        m = rx.match(line)
+        if m is not None:
+            return zh(m)
+    return line
 
 
 def _first_error_ts(state: RankState) -> float:

@@ -11,6 +11,7 @@ from rich.text import Text
 from bot.answering.answer import CERTAINTY_WORDS
 from bot.answering.contract import Answer, Lang
 from bot.knowledge.taxonomy import category
+from bot.render.seen import resolution_in, seen_title
 from bot.render.text import cut_words, shorten
 
 _LANG_TITLE = {"en": "Remediation", "zh": "处理步骤"}
@@ -25,7 +26,9 @@ _HEADINGS = {
            "decide": "The question that decides", "answer_with": "answer with",
            "more": "More (every cause, evidence, step and source): add --details",
            "other": "Other candidates", "similarity": "similarity",
-           "unverified": "(not yet re-checked against its sources)"},
+           "unverified": "(not yet re-checked against its sources)", "card": "card",
+           "rank": "rank", "host": "host", "reason": "reason", "note": "note",
+           "probe": "Probe {preset} on {node}: {status}"},
     "zh": {"ranks": "各 rank 情况", "causes": "可能的根因[/]（按可能性排序）",
            "suspects": "可疑 rank", "probes": "建议的节点诊断：",
            "seen": "以前见过[/]（相似的历史事件及其解决办法）", "sources": "来源",
@@ -33,7 +36,9 @@ _HEADINGS = {
            "evidence": "证据", "steps": "建议步骤", "seen_short": "以前见过", "fix": "解决",
            "decide": "能确定原因的问题", "answer_with": "回答方式",
            "more": "更多（全部原因、证据、步骤和来源）：加 --details",
-           "other": "其他候选", "similarity": "相似度", "unverified": "（尚未对照来源复核）"},
+           "other": "其他候选", "similarity": "相似度", "unverified": "（尚未对照来源复核）",
+           "card": "卡片", "rank": "rank", "host": "主机", "reason": "原因", "note": "注意",
+           "probe": "在 {node} 上运行 probe {preset}：{status}"},
 }
 #: The one-screen answer: at most this many evidence lines and steps, each cut to fit.
 SCREEN_EVIDENCE, SCREEN_STEPS, SCREEN_SOURCES = 2, 3, 3
@@ -66,7 +71,8 @@ def render_compact(answer: Answer, console: Console) -> None:
         console.print(f"[bold]{h['explanation']}[/]")
         console.print(Text(shorten(answer.explanation, 4 * width)))
     for p in answer.suggested_probes:  # proposed by the LLM agent
-        console.print(Text(cut_words(f"Probe {p.preset} on {p.node}: {p.status}"
+        console.print(Text(cut_words(h["probe"].format(preset=p.preset, node=p.node,
+                                                       status=p.status)
                                      + (f" - {p.reason}" if p.reason else ""), width)))
     if answer.text:
         console.print(Text(shorten(answer.text, 3 * width)))
@@ -97,9 +103,12 @@ def render_compact(answer: Answer, console: Console) -> None:
             f"--fact {q.id}={a}" for a in q.answers), style="dim"))
     if answer.similar_incidents:
         inc = answer.similar_incidents[0]
-        console.print(Text(cut_words(f"{h['seen_short']}: {inc.title}", width), style="bold"))
+        sep = "：" if lg == "zh" else ": "
+        console.print(Text(cut_words(f"{h['seen_short']}{sep}{seen_title(inc, lg)}", width),
+                           style="bold"))
         console.print(Text(f"  {inc.source}"))
-        console.print(Text(cut_words(f"  {h['fix']}: {inc.resolution}", width), style="dim"))
+        if fix := resolution_in(inc, lg):
+            console.print(Text(cut_words(f"  {h['fix']}{sep}{fix}", width), style="dim"))
     rest = [rc for rc in diag.root_causes if top is not None and rc.category != top.category]
     rest = list({rc.category: rc for rc in reversed(rest)}.values())[::-1]
     if rest and answer.verdict != "no_evidence":
@@ -107,7 +116,8 @@ def render_compact(answer: Answer, console: Console) -> None:
         others = "; ".join(f"{category(rc.category).short(lg) if lg == 'zh' else rc.category} "
                            f"{CERTAINTY_WORDS[lg].get(rc.certainty or 'weak')} "
                            f"{rc.confidence:.0%}" for rc in rest[:3])
-        console.print(Text(cut_words(f"{h['other']}: {others}", 2 * width), style="dim"))
+        sep = "：" if lg == "zh" else ": "
+        console.print(Text(cut_words(f"{h['other']}{sep}{others}", 2 * width), style="dim"))
     lead = next((c for c in answer.citations if top is not None and c.card == top.card
                  and top.matched), None)
     if lead is not None and lead.sources:
@@ -115,7 +125,7 @@ def render_compact(answer: Answer, console: Console) -> None:
         for url in lead.sources[:SCREEN_SOURCES]:
             console.print(f"  {url}")
     for note in answer.notes[:3]:
-        console.print(Text(shorten(f"note: {note}", 2 * width), style="yellow"))
+        console.print(Text(shorten(f"{h['note']}: {note}", 2 * width), style="yellow"))
     if diag.root_causes or answer.citations:
         console.print(Text(h["more"], style="dim"))
 
@@ -152,7 +162,7 @@ def render_answer(answer: Answer, console: Console, details: bool = True) -> Non
             console.print(
                 f" {i}. [bold]{rc.category}[/] {word} "
                 f"{rc.confidence:.0%}  {escape(title)}"
-                + (f"  [dim]card: {rc.card}[/]" if rc.card else "")
+                + (f"  [dim]{h['card']}: {rc.card}[/]" if rc.card else "")
             )
             for why in rc.why[:3]:
                 console.print(f"    [dim]- {escape(why)}[/]")
@@ -162,7 +172,7 @@ def render_answer(answer: Answer, console: Console, details: bool = True) -> Non
     if diag.suspects:
         table = Table(title=h["suspects"], show_lines=False, expand=False)
         for col in ("rank", "host", "reason"):
-            table.add_column(col)
+            table.add_column(h[col])
         for s in diag.suspects[:10]:
             table.add_row(str(s.rank) if s.rank is not None else "-", s.host or "-",
                           escape(s.reason))
@@ -184,18 +194,19 @@ def render_answer(answer: Answer, console: Console, details: bool = True) -> Non
     if answer.probes:
         console.print(
             f"\n[bold]{h['probes']}[/] "
-            + ", ".join(f"ncclbot node {p}" for p in answer.probes)
+            + ", ".join(f"`ncclbot node {p}`" for p in answer.probes)
         )
     for p in answer.suggested_probes:  # proposed by the LLM agent
-        console.print(f"[bold]Probe[/] {escape(p.preset)} on {escape(p.node)}: "
-                      f"{escape(p.status)}" + (f" - {escape(p.reason)}" if p.reason else ""))
+        console.print(escape(h["probe"].format(preset=p.preset, node=p.node, status=p.status))
+                      + (f" - {escape(p.reason)}" if p.reason else ""))
     if answer.similar_incidents:
         console.print(f"\n[bold]{h['seen']}")
         for inc in answer.similar_incidents:
-            console.print(f" - {escape(inc.title)} [dim]({inc.category}, "
+            console.print(f" - {escape(seen_title(inc, _lg(answer)))} [dim]({inc.category}, "
                           f"{h['similarity']} {inc.score:.2f})[/]")
             console.print(f"   {inc.source}")
-            console.print(f"   [dim]{h['fix']}:[/] {escape(inc.resolution)}")
+            if fix := resolution_in(inc, _lg(answer)):
+                console.print(f"   [dim]{h['fix']}:[/] {escape(fix)}")
     if answer.citations:
         console.print(f"\n[bold]{h['sources']}[/]")
         for c in answer.citations:
@@ -213,7 +224,7 @@ def render_answer(answer: Answer, console: Console, details: bool = True) -> Non
         console.print(f"  {h['answer_with']}: "
                       + " | ".join(f"--fact {q.id}={a}" for a in q.answers))
     for note in answer.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        console.print(f"[yellow]{h['note']}:[/] {escape(note)}")
 
 
 def answer_renderable(answer: Answer) -> Group:

@@ -236,7 +236,7 @@ def render_other_causes(answer: Answer, lang: str = "both",
         texts.append(f"*{w['earlier']}*\n" + "\n".join(rows[:10]))
     if not lines and not rows:
         texts.append(w["none"])
-    return assemble(texts, None, [], text=w["head"])
+    return assemble(texts, None, [], text=w["head"], lang=lg)
 
 
 def _short(text: str, limit: int = 110) -> str:
@@ -251,8 +251,12 @@ def _rc_steps(rc: RootCauseOut, lang: str) -> str:
     return ("\n" + "\n".join(first)) if first else ""
 
 
+SHORTENED = {"en": "The answer was shortened for Slack; the full report is attached.",
+             "zh": "回答太长，已为 Slack 缩短；完整报告见附件。"}
+
+
 def assemble(texts: list[str], actions: Block | None, notes: list[str],
-             text: str) -> Rendered:
+             text: str, lang: str = "en") -> Rendered:
     """Sections under the 50-block limit, notes as context, the actions last."""
     blocks: list[Block] = []
     truncated = False
@@ -267,7 +271,7 @@ def assemble(texts: list[str], actions: Block | None, notes: list[str],
     if notes:
         blocks.append(context("\n".join(f"• {esc(n)}" for n in notes[:20])))
     if truncated:
-        blocks.append(context("The answer was shortened for Slack; the full report is attached."))
+        blocks.append(context(SHORTENED["zh" if lang == "zh" else "en"]))
     if actions:
         blocks.append(actions)
     return Rendered(blocks, clip(text, 2900)[0], truncated)

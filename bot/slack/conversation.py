@@ -137,7 +137,8 @@ class Conversation:
                 answer, answer_id = stored, old_id
                 notes.append("Same logs as before in this thread; showing the answer again.")
             if new:
-                notes.append("Accepted: " + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
+                notes.append(("已接收：" if lang == "zh" else "Accepted: ")
+                             + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
             notes += earlier_notes(ctx, answer)
             more = bool(blocks.others(ctx.candidates, answer))
             rendered = message.first_message(answer, lang, answer_id, notes, more_causes=more)

@@ -20,6 +20,9 @@ from typing import Any
 from bot.answering.answer import CERTAINTY_WORDS
 from bot.answering.contract import Answer, Lang, RootCauseOut
 from bot.answering.followup import MAX_CHARS
+from bot.logs.crossrank import rank_line_in, reason_in
+from bot.render.seen import resolution_in, seen_title
+from bot.render.seen import source_name as _source_name
 from bot.render.text import cut_words, shorten
 from bot.slack.blocks import (
     ACTION_DOWN,
@@ -156,7 +159,8 @@ def suspect_name(answer: Answer, lg: Lang) -> str:
 def short_reason(reason: str) -> str:
     """The part of a suspect's reason that says what happened (e.g. 'failed first: oom')."""
     parts = [p.strip() for p in reason.split(";") if p.strip()]
-    best = next((p for p in parts if p.startswith("failed first")), parts[0] if parts else "")
+    best = next((p for p in parts if p.startswith(("failed first", "最先出错"))),
+                parts[0] if parts else "")
     return best[:90]
 
 
@@ -168,7 +172,7 @@ def suspect_line(answer: Answer, lg: Lang) -> str:
     who_rank = f"rank {s.rank}" if s.rank is not None else ""
     if lg == "zh":
         who = f"{s.host} 上的 {who_rank}" if s.host and who_rank else (s.host or who_rank)
-        why = f"（{esc(short_reason(s.reason))}）" if s.reason else ""
+        why = f"（{esc(short_reason(reason_in(s.reason, lg)))}）" if s.reason else ""
     else:
         who = " on ".join(x for x in (who_rank, s.host or "") if x)
         why = f" ({esc(short_reason(s.reason))})" if s.reason else ""
@@ -194,32 +198,14 @@ def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
     inc = answer.similar_incidents[0]
     if inc.local:  # the team's own: where, when, what fixed it, who, the thread
         return f"*{WORDS[lg]['seen']}*: {seen_line(inc, budget - len(WORDS[lg]['seen']) - 4)}"
-    title = esc(cut_words(seen_title(inc.title, inc.source, inc.category, lg),
+    title = esc(cut_words(seen_title(inc, lg),
                           max(20, budget // 2)))
     line = f"*{WORDS[lg]['seen']}*{'：' if lg == 'zh' else ': '}<{inc.source}|{title}>"
     left = budget - len(title) - len(WORDS[lg]["seen"]) - 8
-    if left > 30 and (lg == "zh") == bool(_CJK.search(inc.resolution)):
-        fix = shorten(inc.resolution, left)
+    if left > 30 and (fix := resolution_in(inc, lg)):
+        fix = shorten(fix, left)
         line += f" — {esc(fix)}"
     return line
-
-
-_CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def seen_title(title: str, source: str, category: str, lg: Lang) -> str:
-    """A past incident's name in the reader's language: its thread title when written in
-    that language, else the thread's short name and the cause in the reader's words."""
-    if (lg == "zh") == bool(_CJK.search(title)):
-        return title
-    from bot.knowledge.taxonomy import category as taxonomy_category
-
-    try:
-        cause = taxonomy_category(category).short(lg)
-    except KeyError:
-        cause = category
-    return f"{_source_name(source)}（{cause}）" if lg == "zh" else \
-        f"{_source_name(source)} ({cause})"
 
 
 def message_text(blocks: Sequence[Block]) -> str:
@@ -393,11 +379,11 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
             lines.append(f"```{shown}```")
         texts.append("\n".join(lines))
     if answer.diagnosis.suspects:
-        rows = [f"• {esc(' '.join(x for x in (f'rank {s.rank}' if s.rank is not None else '', s.host or '') if x) or '?')}: {esc(s.reason)}"  # noqa: E501
+        rows = [f"• {esc(' '.join(x for x in (f'rank {s.rank}' if s.rank is not None else '', s.host or '') if x) or '?')}: {esc(reason_in(s.reason, lg))}"  # noqa: E501
                 for s in answer.diagnosis.suspects[:5]]
         texts.append(f"*{w['suspects']}*\n" + "\n".join(rows))
     if answer.diagnosis.ranks:
-        texts.append(f"*{w['ranks']}*\n" + "\n".join(f"• {esc(r)}" for r in
+        texts.append(f"*{w['ranks']}*\n" + "\n".join(f"• {esc(rank_line_in(r, lg))}" for r in
                                                      answer.diagnosis.ranks[:6]))
     texts += step_sections(answer, lg, "steps_all")
     if sug := suggested_text(answer):
@@ -405,25 +391,16 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
     if answer.similar_incidents:
         texts.append(f"*{w['seen']}*\n" + "\n".join(
             (f"• {seen_line(i, 240)}" if i.local else
-             f"• <{i.source}|{esc(cut_words(seen_title(i.title, i.source, i.category, lg), 120))}>"
-             f" (`{i.category}`): {esc(shorten(i.resolution, 240))}")
+             f"• <{i.source}|{esc(cut_words(seen_title(i, lg), 120))}> (`{i.category}`)"
+             + (f": {esc(shorten(fix, 240))}" if (fix := resolution_in(i, lg)) else ""))
             for i in answer.similar_incidents[:3]))
     if answer.citations:
         texts.append(f"*{w['sources']}*\n" + "\n".join(
             f"• {esc(_pick(c.title, lg) or c.card)} (`{c.card}`): "
             + ", ".join(f"<{u}|{_source_name(u)}>" for u in c.sources[:3])
             for c in answer.citations))
-    return assemble(texts, None, list(answer.notes), text=f"{w['details']}: {headline(answer, lg)}")
-
-
-def _source_name(url: str) -> str:
-    """A link's short name: owner/repo#123 for GitHub threads, else the host and path."""
-    bare = url.split("://", 1)[-1].rstrip("/")
-    parts = bare.split("/")
-    if parts[0] == "github.com" and len(parts) >= 5 and parts[3] in ("issues", "pull",
-                                                                      "discussions"):
-        return f"{parts[1]}/{parts[2]}#{parts[4]}"
-    return bare[:60]
+    return assemble(texts, None, list(answer.notes), text=f"{w['details']}: {headline(answer, lg)}",
+                    lang=lg)
 
 
 def other_language_message(answer: Answer, lang: Lang) -> Rendered:
@@ -432,7 +409,7 @@ def other_language_message(answer: Answer, lang: Lang) -> Rendered:
     if sus := suspect_line(answer, lang):
         texts.append(sus)
     texts += step_sections(answer, lang, "steps")
-    return assemble(texts, None, [], text=headline(answer, lang))
+    return assemble(texts, None, [], text=headline(answer, lang), lang=lang)
 
 
 def step_sections(answer: Answer, lg: Lang, heading: str) -> list[str]:

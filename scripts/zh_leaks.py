@@ -1,0 +1,168 @@
+"""English prose left in Chinese answers (issue 25, "one language"): how much, and where.
+
+Every incident log of the corpus (`knowledge/incidents`) and the bundled sample is answered in
+Chinese as a reader gets it: `analyze --lang zh` (the one-screen answer and `--details`),
+`ask --lang zh` with a Chinese question beside the log, and a Chinese Slack thread's first
+message, Details reply and Other-causes reply (Slack keeps a thread's answer in both languages
+and shows it in the thread's). Each text is searched for runs of English prose outside code,
+quotes, identifiers and the log's own words (`bot.render.lang.latin_prose`); the runs in the
+cards' and the taxonomy's own Chinese (their authors' words, quoted as written) are counted
+apart.
+
+On 2026-11-29 (154 logs, 924 texts), before issue 25's wording (510005a) and after it: lines
+with English prose 1536 -> 514, runs 2674 -> 871, of which in the cards' and taxonomy's own
+Chinese 861 -> 863; outside it 1813 -> 8 (a card id joined to its title, a cut quote).
+
+    .venv/bin/python scripts/zh_leaks.py            # totals per surface, the commonest runs
+    .venv/bin/python scripts/zh_leaks.py --top 60   # more of them
+    .venv/bin/python scripts/zh_leaks.py --ids a,b  # only these incidents (and the sample)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from bot.answering.contract import Answer  # noqa: E402
+from bot.answering.troubleshooter import Question, Troubleshooter  # noqa: E402
+from bot.config import Settings  # noqa: E402
+from bot.knowledge.cards import card_files, taxonomy_path  # noqa: E402
+from bot.knowledge.incidents import load_incidents  # noqa: E402
+from bot.render.lang import Leak, latin_prose  # noqa: E402
+from bot.render.terminal import render_answer  # noqa: E402
+from bot.slack.blocks import render_other_causes  # noqa: E402
+from bot.slack.message import details_message, first_message, message_text  # noqa: E402
+
+SAMPLE = ROOT / "examples" / "sample-8rank-oom.log"
+#: the Chinese question asked beside each log
+QUESTION = "训练报错退出了，是什么原因？应该怎么解决？"
+SURFACES = ("analyze", "analyze --details", "ask", "slack first", "slack details",
+            "slack other causes")
+
+
+@dataclass
+class Tally:
+    """Per surface: texts read, lines with English prose, the runs themselves."""
+
+    texts: Counter[str] = field(default_factory=Counter)
+    lines: Counter[str] = field(default_factory=Counter)
+    runs: Counter[str] = field(default_factory=Counter)
+    #: of the runs, those in the knowledge's own Chinese (cards, taxonomy)
+    in_knowledge: Counter[str] = field(default_factory=Counter)
+    #: each run (normalised: digits as 0) -> how often, and one case it came from
+    common: Counter[str] = field(default_factory=Counter)
+    where: dict[str, str] = field(default_factory=dict)
+
+
+def _zh_values(node: object) -> Iterator[str]:
+    """Every text under a `zh` key of a YAML tree."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "zh":
+                yield from ([v] if isinstance(v, str) else
+                            [x for x in v if isinstance(x, str)] if isinstance(v, list) else [])
+            else:
+                yield from _zh_values(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _zh_values(v)
+
+
+@cache
+def knowledge_zh() -> tuple[str, ...]:
+    """The Chinese the knowledge itself is written in (every card's and the taxonomy's `zh`
+    texts): its authors' words, which an answer quotes as they are."""
+    files = [taxonomy_path(), *card_files()]
+    return tuple(t for f in files
+                 for t in _zh_values(yaml.safe_load(f.read_text(encoding="utf-8"))))
+
+
+def terminal(answer: Answer, details: bool) -> str:
+    buf = io.StringIO()
+    render_answer(answer, Console(file=buf, width=200, highlight=False, soft_wrap=True,
+                                  color_system=None), details=details)
+    return buf.getvalue()
+
+
+def surfaces(ts: Troubleshooter, log: Path) -> dict[str, str]:
+    """Each surface's Chinese text for one log."""
+    analyzed = ts.answer(Question("", (str(log),), lang="zh", brief=False), llm=False,
+                         strict=True)
+    asked = ts.answer(Question(QUESTION, (str(log),), lang="zh"), llm=False, strict=True)
+    # Slack keeps a thread's answer in both languages and shows it in the thread's
+    thread = ts.answer(Question(QUESTION, (str(log),), lang="both"), llm=False, strict=True)
+    return {
+        "analyze": terminal(analyzed, details=False),
+        "analyze --details": terminal(analyzed, details=True),
+        "ask": terminal(asked, details=False),
+        "slack first": message_text(first_message(thread, "zh").blocks),
+        "slack details": message_text(details_message(thread, "zh").blocks),
+        "slack other causes": message_text(render_other_causes(thread, "zh").blocks),
+    }
+
+
+def _norm(text: str) -> str:
+    return "".join("0" if c.isdigit() else c for c in text)
+
+
+def measure(cases: list[tuple[str, str]]) -> Tally:
+    tally = Tally()
+    with tempfile.TemporaryDirectory() as tmp:
+        ts = Troubleshooter(Settings(data_dir=Path(tmp) / "data"))
+        for name, text in cases:
+            log = Path(tmp) / f"{name}.log"
+            log.write_text(text, encoding="utf-8")
+            for surface, out in surfaces(ts, log).items():
+                tally.texts[surface] += 1
+                leaks: list[Leak] = latin_prose(out, [text, QUESTION])
+                tally.lines[surface] += len({leak.line for leak in leaks})
+                tally.runs[surface] += len(leaks)
+                tally.in_knowledge[surface] += sum(
+                    any(leak.text in k for k in knowledge_zh()) for leak in leaks)
+                for leak in leaks:
+                    key = _norm(leak.text)
+                    tally.common[key] += 1
+                    tally.where.setdefault(key, f"{name} [{surface}]: {leak.line[:160]}")
+    return tally
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--top", type=int, default=30, help="how many of the commonest runs")
+    ap.add_argument("--ids", default="", help="comma-separated incident ids (default: all)")
+    args = ap.parse_args()
+    wanted = {i for i in args.ids.split(",") if i}
+    cases = [("sample-8rank-oom", SAMPLE.read_text(encoding="utf-8"))]
+    cases += [(i.id, i.log) for i in load_incidents() if not wanted or i.id in wanted]
+    tally = measure(cases)
+    print(f"{len(cases)} logs (the bundled sample and {len(cases) - 1} incidents), "
+          f"question: {QUESTION}")
+    print(f"{'surface':22s} {'texts':>6s} {'lines with English prose':>25s} {'runs':>6s} "
+          f"{'of which the cards/taxonomy own zh':>35s}")
+    for s in SURFACES:
+        print(f"{s:22s} {tally.texts[s]:6d} {tally.lines[s]:25d} {tally.runs[s]:6d} "
+              f"{tally.in_knowledge[s]:35d}")
+    print(f"{'total':22s} {sum(tally.texts.values()):6d} {sum(tally.lines.values()):25d} "
+          f"{sum(tally.runs.values()):6d} {sum(tally.in_knowledge.values()):35d}")
+    if tally.common:
+        print(f"\nthe {args.top} commonest runs (digits as 0), with one place each:")
+        for key, n in tally.common.most_common(args.top):
+            own = "" if any(key in k for k in knowledge_zh()) else "  [not the cards' own]"
+            print(f"{n:5d}  {key[:90]}{own}\n       {tally.where[key]}")
+
+
+if __name__ == "__main__":
+    main()
