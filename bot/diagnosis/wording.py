@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
-from bot.logs.crossrank import reason_in
+from bot.logs.crossrank import KILLED_OUTSIDE, reason_in
 
 #: Placeholders whose value may itself hold "; " (the parts the engine joins reasons with
 #: are otherwise never inside one value).
@@ -80,9 +80,14 @@ def _channels(text: str) -> str:
 
 
 #: Placeholders whose value is itself English to translate.
+def _outside(value: str) -> str:
+    """`crossrank.KILLED_OUTSIDE`, the phrase a rule quotes, in Chinese."""
+    return "，来自启动器之外（被抢占或被杀死）" if value == KILLED_OUTSIDE else value
+
+
 CONVERT: dict[str, Callable[[str], str]] = {
     "why": lambda v: reason_in(v, "zh"), "xid": _xid, "question": _question,
-    "answer": _answer, "channels": _channels,
+    "answer": _answer, "channels": _channels, "outside": _outside,
 }
 
 #: Every reason, most specific first (the first match wins).
@@ -115,6 +120,16 @@ REASONS: tuple[Wording, ...] = tuple(Wording(en, zh) for en, zh in (
     ("a process died of SIGBUS (bus error): shared memory (/dev/shm) ran out",
      "某个进程死于 SIGBUS（“bus error”）：共享内存（/dev/shm）耗尽"),
     ("a rank died of SIGBUS", "某个 rank 死于 SIGBUS"),
+    ("rank {r} was ended by a signal (exitcode {code}) {outside}: torchrun never sent it one, "
+     "and the other ranks failed after it",
+     "rank {r} 被信号终止（退出码 {code}）{outside}：torchrun 从未向它发送信号，其他 rank 在它"
+     "之后才失败"),
+    ("every worker on {host} exited with code 0 (its torchrun agent waited at the exit "
+     "barrier) while the other ranks lost or waited for them: they left the job early",
+     "{host} 上的所有 worker 都以退出码 0 退出（其 torchrun agent 在 exit barrier 处等待），"
+     "而其他 rank 失去了它们或在等它们：它们提前离开了作业"),
+    ("the ranks on {host} may have taken another code path (fewer steps) and finished early",
+     "{host} 上的 rank 可能走了另一条代码路径（步数更少），因而提前结束"),
     ("{type} raised while other ranks timed out", "其他 rank 超时的同时抛出了 {type}"),
     ("torchrun recorded rank {rank} on {host} as the first failure (exitcode {code})",
      "torchrun 把 {host} 上的 rank {rank} 记为第一个失败（退出码 {code}）"),
