@@ -34,13 +34,16 @@ if os.environ.get("NCCLBOT_TEST_NO_TORCH") == "1":
 
 @pytest.fixture(scope="session")
 def shared_index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One retrieval index for the whole session: embedding every card takes ~40 s here, and
-    tests that need an index of their own pass `index_dir` explicitly. Set
-    NCCLBOT_TEST_INDEX_DIR to keep it between local runs (its content hash keeps it current)."""
+    """One retrieval index for the whole session (per pytest-xdist worker: chromadb's store
+    is not shared between processes); tests that need an index of their own pass
+    `index_dir` explicitly. Set NCCLBOT_TEST_INDEX_DIR to keep it between local runs (its
+    content hash keeps it current; each xdist worker keeps its own folder in it)."""
     kept = os.environ.get("NCCLBOT_TEST_INDEX_DIR")
     if kept:
-        Path(kept).mkdir(parents=True, exist_ok=True)
-        return Path(kept)
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        path = Path(kept) / worker if worker else Path(kept)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     return tmp_path_factory.mktemp("index")
 
 
@@ -110,10 +113,32 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
         yield url
 
 
+#: Test files that start ranks of distributed jobs on this machine (torchrun jobs, fake
+#: ranks) or sample every rank they find here (`/nccl hang NODE` and `/nccl libs NODE` take
+#: no pids): a hung job of one file next to the other's sampling would be a second job in its
+#: answer. Under pytest-xdist they run in one group, on one worker, one after another.
+RANK_FILES = ("tests/hang/test_hang.py", "tests/hang/test_hang_bounds.py",
+              "tests/logs/test_flight_recorder.py", "tests/slack/test_hang_slack.py",
+              "tests/slack/test_libs_slack.py")
+RANKS_GROUP = "ranks-on-this-machine"
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The pytest-xdist group of a test (`--dist loadgroup`): its file, so that a file's
+    module and session fixtures (agents, servers, jobs) start once; RANKS_GROUP for the
+    RANK_FILES."""
+    path = item.path.resolve()
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+    return RANKS_GROUP if rel in RANK_FILES else rel
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run_gpu = os.environ.get("NCCLBOT_RUN_GPU") == "1"
     run_live = os.environ.get("NCCLBOT_LIVE_LLM") == "1"
     for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
         if "gpu" in item.keywords and not run_gpu:
             item.add_marker(pytest.mark.skip(reason="needs a GPU (set NCCLBOT_RUN_GPU=1)"))
         if "llm_live" in item.keywords and not run_live:
