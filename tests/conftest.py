@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,29 +117,40 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
 #: Test files that start ranks of distributed jobs on this machine (torchrun jobs, fake
 #: ranks) or sample every rank they find here (`/nccl hang NODE` and `/nccl libs NODE` take
 #: no pids): a hung job of one file next to the other's sampling would be a second job in its
-#: answer. Under pytest-xdist they run in one group, on one worker, one after another.
+#: answer. Under pytest-xdist they are one work unit: one worker runs them one after another.
 RANK_FILES = ("tests/hang/test_hang.py", "tests/hang/test_hang_bounds.py",
               "tests/logs/test_flight_recorder.py", "tests/slack/test_hang_slack.py",
               "tests/slack/test_libs_slack.py")
 RANKS_GROUP = "ranks-on-this-machine"
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The pytest-xdist group of a test (`--dist loadgroup`): its file, so that a file's
-    module and session fixtures (agents, servers, jobs) start once; RANKS_GROUP for the
-    RANK_FILES."""
-    path = item.path.resolve()
-    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
-    return RANKS_GROUP if rel in RANK_FILES else rel
+def work_unit(nodeid: str) -> str:
+    """A test's pytest-xdist work unit under `--dist loadgroup`: its file, so that a file's
+    module fixtures (agents, servers, jobs) start once; RANKS_GROUP for the RANK_FILES."""
+    path = nodeid.split("::", 1)[0]
+    return RANKS_GROUP if path in RANK_FILES else path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; without xdist: unused
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` by `work_unit`. xdist's own loadgroup reads `xdist_group` marks
+    into `item._nodeid`, which pytest 9.2 no longer reads: every test was a unit of its own
+    (a file's tests ran on both workers, each starting its module fixtures)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run_gpu = os.environ.get("NCCLBOT_RUN_GPU") == "1"
     run_live = os.environ.get("NCCLBOT_LIVE_LLM") == "1"
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
         if "gpu" in item.keywords and not run_gpu:
             item.add_marker(pytest.mark.skip(reason="needs a GPU (set NCCLBOT_RUN_GPU=1)"))
         if "llm_live" in item.keywords and not run_live:
