@@ -119,8 +119,8 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
 #: no pids): a hung job of one file next to the other's sampling would be a second job in its
 #: answer. Under pytest-xdist they are one work unit: one worker runs them one after another.
 RANK_FILES = ("tests/hang/test_hang.py", "tests/hang/test_hang_bounds.py",
-              "tests/logs/test_flight_recorder.py", "tests/slack/test_hang_slack.py",
-              "tests/slack/test_libs_slack.py")
+              "tests/logs/test_flight_recorder.py", "tests/mcp/test_flight_recorder.py",
+              "tests/slack/test_hang_slack.py", "tests/slack/test_libs_slack.py")
 RANKS_GROUP = "ranks-on-this-machine"
 
 
