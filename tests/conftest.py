@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,13 +35,16 @@ if os.environ.get("NCCLBOT_TEST_NO_TORCH") == "1":
 
 @pytest.fixture(scope="session")
 def shared_index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One retrieval index for the whole session: embedding every card takes ~40 s here, and
-    tests that need an index of their own pass `index_dir` explicitly. Set
-    NCCLBOT_TEST_INDEX_DIR to keep it between local runs (its content hash keeps it current)."""
+    """One retrieval index for the whole session (per pytest-xdist worker: chromadb's store
+    is not shared between processes); tests that need an index of their own pass
+    `index_dir` explicitly. Set NCCLBOT_TEST_INDEX_DIR to keep it between local runs (its
+    content hash keeps it current; each xdist worker keeps its own folder in it)."""
     kept = os.environ.get("NCCLBOT_TEST_INDEX_DIR")
     if kept:
-        Path(kept).mkdir(parents=True, exist_ok=True)
-        return Path(kept)
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        path = Path(kept) / worker if worker else Path(kept)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     return tmp_path_factory.mktemp("index")
 
 
@@ -108,6 +112,39 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
 
     with pg.fresh_database(postgres_server) as url:
         yield url
+
+
+#: Test files that start ranks of distributed jobs on this machine (torchrun jobs, fake
+#: ranks) or sample every rank they find here (`/nccl hang NODE` and `/nccl libs NODE` take
+#: no pids): a hung job of one file next to the other's sampling would be a second job in its
+#: answer. Under pytest-xdist they are one work unit: one worker runs them one after another.
+RANK_FILES = ("tests/hang/test_hang.py", "tests/hang/test_hang_bounds.py",
+              "tests/logs/test_flight_recorder.py", "tests/mcp/test_flight_recorder.py",
+              "tests/slack/test_hang_slack.py", "tests/slack/test_libs_slack.py")
+RANKS_GROUP = "ranks-on-this-machine"
+
+
+def work_unit(nodeid: str) -> str:
+    """A test's pytest-xdist work unit under `--dist loadgroup`: its file, so that a file's
+    module fixtures (agents, servers, jobs) start once; RANKS_GROUP for the RANK_FILES."""
+    path = nodeid.split("::", 1)[0]
+    return RANKS_GROUP if path in RANK_FILES else path
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; without xdist: unused
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` by `work_unit`. xdist's own loadgroup reads `xdist_group` marks
+    into `item._nodeid`, which pytest 9.2 no longer reads: every test was a unit of its own
+    (a file's tests ran on both workers, each starting its module fixtures)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

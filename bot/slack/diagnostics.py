@@ -174,12 +174,11 @@ class Diagnostics:
         d = self.deps
         samples, errors = gather(nodes, lambda node: d.run_node(node, "hang", {},
                                                                  f"slack:{user}"))
-        outcome = "success" if samples else "error"
-        d.store.audit(user, channel, what, "hang", None, outcome, "; ".join(errors)[:300])
         if not samples:
+            d.store.audit(user, channel, what, "hang", None, "error", "; ".join(errors)[:300])
             status.finish(blocks.message(":warning: No node sent a sample: "
                                          + "; ".join(errors)[:1500]))
-            return outcome
+            return "error"
         from bot.answering.troubleshooter import Question
 
         lg = lang or choose(*d.lang_prefs(user, channel), "")
@@ -187,6 +186,12 @@ class Diagnostics:
                                                   notes=tuple(errors)))
         where = thread_ts or status.ts
         answer_id = d.store.save_answer(channel, where, answer, f"hang:{what}")
+        # the real outcome: samples that could not be answered (the Troubleshooter's failure
+        # answer, verdict "error") are an error, audited with what the answer says
+        failed = answer.verdict == "error"
+        outcome = "error" if failed else "success"
+        detail = "; ".join([*([f"{answer.summary} {answer.text}"] if failed else []), *errors])
+        d.store.audit(user, channel, what, "hang", None, outcome, detail[:300])
         status.finish(message.first_message(answer, lg, answer_id, []))
         return outcome
 

@@ -19,8 +19,11 @@ from tools.probe.remote import group_request
 
 pytest.importorskip("torch")  # every test runs a real gloo sweep
 
+#: collective_timeout 10 s: it is also how long gloo's init_process_group waits for the other
+#: node's rank, which on a busy machine may still be importing torch (with 4 s, under -n 2 at
+#: load 24, a healthy node-d was blamed beside node-c); node-c's hang waits it out 3 times
 PARAMS = {"backend": "gloo", "nproc": 1, "min_bytes": 4096, "max_bytes": 4096, "iters": 2,
-          "warmup": 1, "collectives": ["all_reduce"], "collective_timeout": 4, "timeout": 60}
+          "warmup": 1, "collectives": ["all_reduce"], "collective_timeout": 10, "timeout": 60}
 
 
 @pytest.fixture(scope="module")

@@ -26,5 +26,11 @@ with open(f"{out}/fr_trace_{r}", "wb") as fh:
 if os.environ.get("JSON_DIR"):  # the same as JSON, as _dump_fr_trace_json writes it
     with open(f"{os.environ['JSON_DIR']}/fr_trace_{r}.json", "wb") as fh:
         fh.write(torch._C._distributed_c10d._dump_fr_trace_json())
-if r == skip:
-    time.sleep(8)
+if r == skip:  # stay until the others timed out in the collective it skipped (their dumps)
+    others = [f"{out}/fr_trace_{o}" for o in range(dist.get_world_size()) if o != r]
+    if os.environ.get("JSON_DIR"):
+        others += [f"{os.environ['JSON_DIR']}/fr_trace_{o}.json"
+                   for o in range(dist.get_world_size()) if o != r]
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(p) for p in others) and time.monotonic() < deadline:
+        time.sleep(0.1)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bot.slack.message import message_text
 from tests.hang.jobs import hung_job, need_py_spy
-from tests.slack.conftest import Poster, block_text
+from tests.slack.conftest import ONCALL, Poster, block_text, serving
 from tests.slack.fake_slack import FakeSlack
 
 
@@ -48,3 +51,53 @@ def test_hang_posts_the_verdict_for_on_call_people(slack: FakeSlack, probe_app: 
                                                           ("hang", "success")]
     records = [json.loads(x) for x in agent[1].read_text().splitlines()]
     assert any(r.get("path") == "/v1/hang" and r.get("user") == "slack:UBOB" for r in records)
+
+
+def _sample() -> dict[str, Any]:
+    """What a node's agent answers for `hang` (a ToolResult): four ranks, rank 1 in its own
+    code, the others in all_reduce."""
+    from tools.hang.model import Frame, HangSample, RankSample, ThreadStack
+    from tools.result import ToolResult
+
+    def rank(r: int) -> RankSample:
+        top = (Frame(function="load_shard", file="/job/train.py", line=40) if r == 1 else
+               Frame(function="all_reduce",
+                     file="/usr/lib/python3/torch/distributed/distributed_c10d.py", line=2501))
+        return RankSample(pid=1000 + r, rank=r, local_rank=r, world_size=4, job="j1",
+                          threads=[ThreadStack(name="MainThread", frames=[top])])
+
+    sample = HangSample(host="gpu-node07", ranks=[rank(r) for r in range(4)])
+    return ToolResult(tool="hang", status="success", data=sample.model_dump(mode="json"),
+                      invocation="hang").model_dump(mode="json")
+
+
+@pytest.mark.parametrize("fault", [None, "a fault in the triangulation"])
+def test_the_audit_says_how_the_hang_answer_ended(slack: FakeSlack, make_app: Any,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  fault: str | None) -> None:
+    """The samples came back; the answer was posted (success) or failed (a fault put into
+    the real triangulation): the audit records that outcome, not "success" for both."""
+    from bot.slack.store import Store
+
+    if fault is not None:
+        def broken(*args: Any, **kw: Any) -> Any:
+            raise RuntimeError(fault)
+
+        monkeypatch.setattr("bot.diagnosis.hang.triangulate", broken)
+
+    def tweak(deps: Any) -> None:  # the agent's answer, as it comes over HTTP
+        deps.run_node = lambda node, tool, params, who: _sample()
+
+    app, deps = make_app(http=True, tweak=tweak)
+    with serving(app, deps.settings) as poster:
+        assert poster.command("hang gpu-node07", user=ONCALL)[0] == 200
+        want = fault or "load_shard"
+        slack.wait_for(lambda: any(want in block_text(m.get("blocks"))
+                                   for m in slack.messages.values()), timeout=120)
+    rows = Store(deps.settings.state_db).audit_rows()
+    assert [(r["user"], r["tool"], r["outcome"]) for r in rows] == [
+        (ONCALL, "hang", "started"), (ONCALL, "hang", "error" if fault else "success")]
+    if fault is not None:
+        assert fault in rows[-1]["detail"] and "could not answer" in rows[-1]["detail"]
+    else:
+        assert rows[-1]["detail"] == ""
