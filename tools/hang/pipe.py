@@ -110,7 +110,10 @@ def request_dump(tp: TrainingProcess, timeout_s: float = 5.0, max_bytes: int = M
     except OSError as exc:
         return None, f"cannot enter the rank's root directory: {exc.strerror}"
     args = {"root_fd": root_fd, "uid": tp.uid, "gid": tp.gid, "groups": tp.groups[:64],
-            "fifo": paths.fifo, "dump": paths.dump, "timeout_s": max(0.1, timeout_s - 1.0),
+            "fifo": paths.fifo, "dump": paths.dump,
+            # one clock for both (CLOCK_MONOTONIC is system-wide): the reader stops half a
+            # second before it would be killed, however long its interpreter took to start
+            "deadline": start + max(timeout_s, 1.5) - 0.5,
             "max_bytes": max_bytes, "openat2": openat2}
     try:
         child = subprocess.Popen(  # fixed argv, no shell, nothing of the agent's environment

@@ -218,7 +218,7 @@ def become(root_fd: int, uid: int, gid: int, groups: list[int]) -> bool:
 
 def main(args: dict[str, Any]) -> tuple[bytes | None, str | None]:
     root_fd, uid = int(args["root_fd"]), int(args["uid"])
-    deadline = time.monotonic() + float(args["timeout_s"])
+    deadline = float(args["deadline"])  # the caller's time.monotonic() clock
     try:
         become(root_fd, uid, int(args["gid"]), [int(g) for g in args["groups"]])
         root = Root(root_fd, bool(args.get("openat2", True)))
