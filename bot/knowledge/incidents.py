@@ -193,6 +193,8 @@ def forum_problem(source: str, repo: str, confirmed_at: str | None) -> str | Non
     ...) is filed under its site, `repo: <host>/<forum section>`, and the post that confirms
     the cause stands on the same site; None when that holds or the thread is on GitHub."""
     host = url_host(source)
+    if repo.startswith("local/"):  # the team's own incident (bot.memory): its link is theirs
+        return None
     if host == GITHUB_HOST:
         return None
     if repo.split("/", 1)[0].lower() != host:
