@@ -116,3 +116,17 @@ def test_a_slurm_style_rank_that_exits_cleanly_early_is_the_cause(tmp_path: Path
     assert "1: rank 1: nothing left to do, exiting" in text
     assert verdict["culprit_ok"] and verdict["suspect"] == 1, verdict
     assert verdict["category_ok"], verdict
+
+
+def test_a_busy_machine_stretches_the_job_limit_and_a_stopped_run_is_flagged(
+        tmp_path: Path) -> None:
+    shapes = _module("shapes")
+    assert shapes.job_limit(90, 0.5, 2) == 90  # idle: the base
+    assert shapes.job_limit(90, 6.0, 2) == 270  # load 3 per core: 3x
+    assert shapes.job_limit(90, 50.0, 2) == 360  # never past 4x
+    ran = tmp_path / "ran"
+    (ran / "node0").mkdir(parents=True)
+    (ran / "node0" / "torchrun.log").write_text("[rank0]: step 4 done\n")
+    assert not shapes.harness_stopped(ran)
+    (ran / "node0" / "torchrun.log").write_text(f"[rank0]: step 1\n{shapes.STOPPED} 90 s)\n")
+    assert shapes.harness_stopped(ran)

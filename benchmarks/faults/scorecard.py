@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -39,7 +40,7 @@ from kinds import BY_NAME as KINDS  # noqa: E402
 from kinds import DEV, SEALED, SEALED2, SEALED3, Kind  # noqa: E402
 from shapes import BY_NAME as SHAPES  # noqa: E402
 from shapes import SHAPES as ALL_SHAPES  # noqa: E402
-from shapes import Shape, host_name, run  # noqa: E402
+from shapes import Shape, harness_stopped, host_name, job_limit, run  # noqa: E402
 
 STEPS = 5
 
@@ -143,8 +144,13 @@ def main() -> None:
                     help="pick other (shape, kind) pairs, positions and steps (0-7)")
     ap.add_argument("--keep", type=Path, help="keep the runs in this folder")
     ap.add_argument("--judge", type=Path, help="score the runs kept in this folder again")
-    ap.add_argument("--timeout", type=float, default=90, help="seconds one job may run")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds one job may run (default: 90 s stretched by the load per "
+                         "core, at most 4x)")
     args = ap.parse_args()
+    if args.timeout is None and not args.judge:
+        args.timeout = job_limit(90.0, os.getloadavg()[0], os.cpu_count() or 1)
+        print(f"one job may run {args.timeout:.0f} s (load {os.getloadavg()[0]:.1f})")
     if args.judge:
         done = sorted(p for p in args.judge.iterdir() if (p / "plan.json").exists())
         todo = [(Plan(**json.loads((p / "plan.json").read_text())), p) for p in done]
@@ -164,6 +170,7 @@ def main() -> None:
                   in SEALED3_PLAN if shape in {s.name for s in shapes}] if args.sealed3 else \
             plans(shapes, kinds, args.all_positions, args.full, args.offset)
         todo = [(pl, base / pl.slug) for pl in chosen]
+    where_of = {pl.slug: w for pl, w in todo}
     sealed_names = {k.name for k in SEALED}
     sealed2_names = {k.name for k in SEALED2}
     sealed3_names = {k.name for k in SEALED3}
@@ -181,10 +188,12 @@ def main() -> None:
         ran = time.monotonic() - start
         verdict = judge(where, plan)
         rows.append((plan, verdict))
+        stopped = "  STOPPED by the harness" if harness_stopped(where) else ""
         print(f"{plan.shape:22s} {plan.kind:17s} {plan.slug.split('__')[2]:6s} step {plan.step}  "
               f"category {'ok' if verdict['category_ok'] else 'NO'} ({verdict['top']})  "
               f"culprit {'ok' if verdict['culprit_ok'] else 'NO'} (suspect "
-              f"{verdict['suspect']} on {verdict['suspect_host']})  {ran:.0f} s", flush=True)
+              f"{verdict['suspect']} on {verdict['suspect_host']})  {ran:.0f} s{stopped}",
+              flush=True)
     for label, mine in (("development", [r for r in rows if r[0].kind not in
                                          sealed_names | sealed2_names | sealed3_names]),
                         ("sealed", [r for r in rows if r[0].kind in sealed_names]),
@@ -195,8 +204,9 @@ def main() -> None:
         n = len(mine)
         cats = sum(bool(v["category_ok"]) for _, v in mine)
         culs = sum(bool(v["culprit_ok"]) for _, v in mine)
+        cut = sum(harness_stopped(where_of[p.slug]) for p, _ in mine)
         print(f"\n{label}: runs {n}  category right {cats}/{n} ({cats / n:.0%})  culprit right "
-              f"{culs}/{n} ({culs / n:.0%})")
+              f"{culs}/{n} ({culs / n:.0%})  stopped by the harness {cut} (scored as run)")
         for shape in sorted({p.shape for p, _ in mine}):
             sub = [v for p, v in mine if p.shape == shape]
             print(f"  {shape:22s} category {sum(bool(v['category_ok']) for v in sub)}/{len(sub)}"

@@ -63,6 +63,23 @@ SHAPES: tuple[Shape, ...] = (
 BY_NAME = {s.name: s for s in SHAPES}
 
 
+#: what `_capture` writes into a job's logs when it had to stop the job at its limit
+STOPPED = "(the job was stopped after"
+
+
+def harness_stopped(where: Path) -> bool:
+    """Whether the harness stopped this run at its time limit (its logs are then cut short:
+    a miss there is the harness's, not the diagnosis's)."""
+    return any(STOPPED in f.read_text(errors="replace")
+               for f in where.rglob("*.log") if f.is_file())
+
+
+def job_limit(base_s: float, load: float, cores: int) -> float:
+    """The time one job may run: `base_s` on an idle machine, stretched by the load per core
+    (at most 4x), so a busy machine slows a job down rather than cutting it short."""
+    return base_s * min(4.0, max(1.0, load / max(1, cores)))
+
+
 def host_name(node: int) -> str:
     return f"gpu-node-{node + 1:02d}"
 
@@ -188,5 +205,5 @@ def _capture(procs: list[Proc], timeout_s: float) -> None:
         t.join(5)
     for fh in files.values():
         if stopped:
-            fh.write(f"(the job was stopped after {timeout_s:.0f} s)\n")  # type: ignore[attr-defined]
+            fh.write(f"{STOPPED} {timeout_s:.0f} s)\n")  # type: ignore[attr-defined]
         fh.close()  # type: ignore[attr-defined]
