@@ -169,10 +169,6 @@ class Incident(_Strict):
     def url(self) -> str:
         return str(self.source)
 
-    def title_in(self, lang: str) -> str | None:
-        """The title in `lang` (zh: `title_zh`, None without it)."""
-        return self.title_zh if lang == "zh" else self.title
-
     @property
     def accepted(self) -> frozenset[str]:
         """The categories a diagnosis of this log may name and be right."""

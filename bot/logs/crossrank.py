@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bot.answering.contract import SuspectOut
@@ -468,7 +468,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     f"{len(out.victims)} rank(s) lost or waited for a peer: it left the job or "
                     "was busy elsewhere", 0.75, [])
     out.vanished = [r for r in named if r not in out.crashed_ranks]
-    out.still_running = [r for r in out.vanished if r in out.victims or _stopped(report, r)]
+    out.still_running = [r for r in out.vanished
+                         if r in out.victims or _stopped(report, r, out.killed_outside)]
 
     out.suspects = sorted(suspects.values(), key=lambda s: -s.weight)[:16]
     return out
@@ -536,10 +537,11 @@ def _first_symptom_is_a_lost_peer(report: LogReport) -> bool:
     return "timed out" not in text and any(p in text for p in GLOO_PEER_LOST)
 
 
-def _stopped(report: LogReport, rank: int) -> bool:
-    """torchrun stopped this rank (SIGTERM after another failed): a bystander, not silent."""
+def _stopped(report: LogReport, rank: int, outside: Sequence[int]) -> bool:
+    """torchrun stopped this rank (SIGTERM after another failed): a bystander, not silent
+    (`outside`: the ranks `killed_outside` found, which torchrun did not stop)."""
     return any(rec.rank == rank and rec.exitcode == -15 for rec in report.failures) and \
-        rank not in killed_outside(report)
+        rank not in outside
 
 
 #: signals that end a worker from outside (SIGHUP, SIGINT, SIGTERM) as torchrun's exitcodes
@@ -675,7 +677,6 @@ _ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
         (r"^was in (.+)\(\) when it gave up, while as many rank\(s\) were in (.+)\(\): "
          + re.escape(BOOKKEEPING) + "$",
          lambda m: f"放弃时停在 {m[1]}()，而同样多的 rank 停在 {m[2]}()：" + _ZH_BOOKKEEPING),
-
         (r"^(\d+) of (\d+) ranks could not connect to the store it hosts \(MASTER_ADDR/"
          r"MASTER_PORT as they see it\) while it could$",
          lambda m: f"{m[2]} 个 rank 中有 {m[1]} 个无法连接它所承载的 store（按它们看到的 "

@@ -562,12 +562,6 @@ COMM_EXCEPTIONS = frozenset(
 )
 
 
-#: gloo's words for a peer that went away (third_party/gloo/gloo/transport/tcp/pair.cc:
-#: `"Connection closed by peer ", peerDescription(), ". This is typically caused by a remote
-#: worker crashing."`, `"Read error ", peerDescription(), ": ", strerror(errno)`,
-#: `"Socket closed ", peerDescription()`; unbound_buffer.cc: "Timed out waiting ...ms for recv
-#: operation to complete"). Other gloo failures (an enforce on this rank's own interface or
-#: data) are not a lost peer.
 #: a rank's error that only a process group that formed and ran collectives can raise: gloo's
 #: transport losing a connected peer (third_party/gloo/gloo/transport/tcp/pair.cc: "Connection
 #: closed by peer", "Read error"; unbound_buffer.cc: "Timed out waiting 5000ms for recv
@@ -577,6 +571,12 @@ RAN_COLLECTIVES = re.compile(r"pair\.cc:\d+\] (?:Connection closed by peer|Read 
                              r"Timed out waiting \d+ms for (?:recv|send) operation|"
                              r"monitoredBarrier")
 
+#: gloo's words for a peer that went away (third_party/gloo/gloo/transport/tcp/pair.cc:
+#: `"Connection closed by peer ", peerDescription(), ". This is typically caused by a remote
+#: worker crashing."`, `"Read error ", peerDescription(), ": ", strerror(errno)`,
+#: `"Socket closed ", peerDescription()`; unbound_buffer.cc: "Timed out waiting ...ms for recv
+#: operation to complete"). Other gloo failures (an enforce on this rank's own interface or
+#: data) are not a lost peer.
 GLOO_PEER_LOST = ("connection closed by peer", "read error [", "socket closed [",
                   "timed out waiting", "connection reset by peer", "connection refused",
                   "broken pipe")

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from bot.answering.contract import SimilarIncident
-
-_CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def is_chinese(text: str) -> bool:
-    return bool(_CJK.search(text))
+from bot.retrieval.tokenize import has_cjk
 
 
 def source_name(url: str) -> str:
@@ -29,7 +22,7 @@ def seen_title(inc: SimilarIncident, lg: str) -> str:
     reader's words."""
     if lg == "zh" and inc.title_zh:
         return inc.title_zh
-    if (lg == "zh") == is_chinese(inc.title):
+    if (lg == "zh") == has_cjk(inc.title):
         return inc.title
     from bot.knowledge.taxonomy import category as taxonomy_category
 
@@ -43,4 +36,4 @@ def seen_title(inc: SimilarIncident, lg: str) -> str:
 
 def resolution_in(inc: SimilarIncident, lg: str) -> str:
     """What fixed it, when written in the reader's language ('' otherwise: the link has it)."""
-    return inc.resolution if (lg == "zh") == is_chinese(inc.resolution) else ""
+    return inc.resolution if (lg == "zh") == has_cjk(inc.resolution) else ""

@@ -64,6 +64,7 @@ def render_compact(answer: Answer, console: Console) -> None:
     deciding question, seen before, the leading card's sources); the rest is `--details`."""
     lg = _lg(answer)
     h = _HEADINGS[lg]
+    sep = "：" if lg == "zh" else ": "
     width = max(40, min(console.width, 100) - 4)
     console.print(Panel(Text(headline(answer), style="bold", overflow="fold"), title="ncclbot",
                         expand=False), soft_wrap=False)
@@ -81,7 +82,6 @@ def render_compact(answer: Answer, console: Console) -> None:
         s = diag.suspects[0]
         who = " ".join(x for x in (f"rank {s.rank}" if s.rank is not None else "", s.host or "")
                        if x)
-        sep = "：" if lg == "zh" else ": "
         console.print(Text(cut_words(f"{h['suspect']}{sep}{who} — {s.reason}", width)))
     top = diag.root_causes[0] if diag.root_causes else None
     if top is not None and top.evidence and answer.verdict != "no_evidence":
@@ -103,7 +103,6 @@ def render_compact(answer: Answer, console: Console) -> None:
             f"--fact {q.id}={a}" for a in q.answers), style="dim"))
     if answer.similar_incidents:
         inc = answer.similar_incidents[0]
-        sep = "：" if lg == "zh" else ": "
         console.print(Text(cut_words(f"{h['seen_short']}{sep}{seen_title(inc, lg)}", width),
                            style="bold"))
         console.print(Text(f"  {inc.source}"))
@@ -116,7 +115,6 @@ def render_compact(answer: Answer, console: Console) -> None:
         others = "; ".join(f"{category(rc.category).short(lg) if lg == 'zh' else rc.category} "
                            f"{CERTAINTY_WORDS[lg].get(rc.certainty or 'weak')} "
                            f"{rc.confidence:.0%}" for rc in rest[:3])
-        sep = "：" if lg == "zh" else ": "
         console.print(Text(cut_words(f"{h['other']}{sep}{others}", 2 * width), style="dim"))
     lead = next((c for c in answer.citations if top is not None and c.card == top.card
                  and top.matched), None)

@@ -43,6 +43,17 @@ def slack() -> Iterator[FakeSlack]:
         yield fake
 
 
+@pytest.fixture
+def app(settings: Settings) -> Iterator[Any]:
+    """The real Slack app against the fake Slack server (Socket Mode dispatch); shut down
+    after the test."""
+    from bot.slack.app import create_app, shutdown
+
+    app = create_app(settings)
+    yield app
+    shutdown(app)
+
+
 @pytest.fixture(scope="session")
 def shared_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One data dir for the session (downloaded logs)."""

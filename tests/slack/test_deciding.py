@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from slack_bolt import App, BoltRequest
 
 from bot.knowledge.incidents import load_incidents
@@ -19,15 +17,6 @@ from tests.slack.fake_slack import FakeSlack
 _IDS = itertools.count(1)
 #: a real log whose cause the log does not show (determined-ai/determined#8915)
 DETERMINED = "determined-8915-two-gpus-hang-together-p2p-shm-disable"
-
-
-@pytest.fixture
-def app(settings) -> Iterator[App]:  # type: ignore[no-untyped-def]
-    from bot.slack.app import create_app, shutdown
-
-    app = create_app(settings)
-    yield app
-    shutdown(app)
 
 
 def dispatch(app: App, event: dict[str, Any]) -> int:

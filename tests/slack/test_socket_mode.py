@@ -5,25 +5,14 @@ from __future__ import annotations
 import gzip
 import itertools
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from slack_bolt import App, BoltRequest
 
 from tests.slack.conftest import block_text, crash_log
 from tests.slack.fake_slack import FakeSlack
 
 _IDS = itertools.count(1)
-
-
-@pytest.fixture
-def app(settings) -> Iterator[App]:
-    from bot.slack.app import create_app, shutdown
-
-    app = create_app(settings)
-    yield app
-    shutdown(app)
 
 
 def dispatch(app: App, event: dict[str, Any], event_id: str | None = None,

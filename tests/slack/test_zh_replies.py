@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from slack_bolt import App, BoltRequest
 
 from bot.knowledge.incidents import load_incidents
@@ -26,15 +24,6 @@ COLBERT = "colbert-index-kmeans-rank0-exceeds-10min"
 QUESTION = "训练时其他 rank 都超时退出了，是什么原因？"
 
 
-@pytest.fixture
-def app(settings) -> Iterator[App]:  # type: ignore[no-untyped-def]
-    from bot.slack.app import create_app, shutdown
-
-    app = create_app(settings)
-    yield app
-    shutdown(app)
-
-
 def _blocks(msg: dict[str, Any]) -> list[dict[str, Any]]:
     blocks = msg.get("blocks") or []
     return json.loads(blocks) if isinstance(blocks, str) else list(blocks)
@@ -44,18 +33,26 @@ def _english(text: str, log: str) -> list[str]:
     return [leak.text for leak in latin_prose(text, [log, QUESTION, *knowledge_zh()])]
 
 
-def test_a_chinese_threads_replies_have_no_english_prose(slack: FakeSlack, app: App) -> None:
-    log = next(i for i in load_incidents() if i.id == COLBERT).log
-    f = slack.add_file("train.log", log.encode())
+def _ask_with_log(slack: FakeSlack, app: App, ts: str, question: str, name: str,
+                  log: str) -> dict[str, Any]:
+    """Alice asks `question` in a DM with `log` attached; the bot's first message (the one
+    with its buttons)."""
+    f = slack.add_file(name, log.encode())
     body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
             "event_id": f"EvZ{next(_IDS):06d}",
             "event": {"type": "message", "channel": "D1", "channel_type": "im",
-                      "user": "UALICE", "ts": "80.1", "text": QUESTION, "files": [f],
+                      "user": "UALICE", "ts": ts, "text": question, "files": [f],
                       "subtype": "file_share"}}
     assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
-    first = slack.wait_for(lambda: next(
-        (m for m in slack.thread("D1", "80.1")
+    first: dict[str, Any] = slack.wait_for(lambda: next(
+        (m for m in slack.thread("D1", ts)
          if "ncclbot_actions:" in block_text(m.get("blocks"))), None))
+    return first
+
+
+def test_a_chinese_threads_replies_have_no_english_prose(slack: FakeSlack, app: App) -> None:
+    log = next(i for i in load_incidents() if i.id == COLBERT).log
+    first = _ask_with_log(slack, app, "80.1", QUESTION, "train.log", log)
     assert not _english(message_text(_blocks(first)), log)
     buttons = [e for b in _blocks(first) if b["type"] == "actions" for e in b["elements"]]
 
@@ -86,17 +83,7 @@ def test_a_chinese_question_beside_a_healthy_log_is_answered_in_chinese(
 
     log = (ROOT / "knowledge" / "healthy" / "lightning-trainer-tensor-parallel-4gpu.log"
            ).read_text(encoding="utf-8")
-    f = slack.add_file("ok.log", log.encode())
-    question = "这个日志有问题吗？"
-    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
-            "event_id": f"EvZ{next(_IDS):06d}",
-            "event": {"type": "message", "channel": "D1", "channel_type": "im",
-                      "user": "UALICE", "ts": "81.1", "text": question, "files": [f],
-                      "subtype": "file_share"}}
-    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
-    first = slack.wait_for(lambda: next(
-        (m for m in slack.thread("D1", "81.1")
-         if "ncclbot_actions:" in block_text(m.get("blocks"))), None))
+    first = _ask_with_log(slack, app, "81.1", "这个日志有问题吗？", "ok.log", log)
     text = message_text(_blocks(first))
     assert text.startswith("日志中没有发现故障") and "关于你的问题" in text
     assert not _english(text, log), text

@@ -104,7 +104,7 @@ def request_dump(tp: TrainingProcess, timeout_s: float = 5.0, max_bytes: int = M
         return None, "its owner is unknown (no /proc/PID/status); its files are not read"
     if max_bytes <= 0:
         return None, "the sample's Flight Recorder byte budget is spent; not asked"
-    start = time.monotonic()
+    kill_at = time.monotonic() + max(timeout_s, 1.5)
     try:
         root_fd = os.open(proc / str(tp.pid) / "root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
@@ -113,7 +113,7 @@ def request_dump(tp: TrainingProcess, timeout_s: float = 5.0, max_bytes: int = M
             "fifo": paths.fifo, "dump": paths.dump,
             # one clock for both (CLOCK_MONOTONIC is system-wide): the reader stops half a
             # second before it would be killed, however long its interpreter took to start
-            "deadline": start + max(timeout_s, 1.5) - 0.5,
+            "deadline": kill_at - 0.5,
             "max_bytes": max_bytes, "openat2": openat2}
     try:
         child = subprocess.Popen(  # fixed argv, no shell, nothing of the agent's environment
@@ -125,8 +125,7 @@ def request_dump(tp: TrainingProcess, timeout_s: float = 5.0, max_bytes: int = M
     finally:
         os.close(root_fd)
     try:
-        raw, why = _read_bounded(child, start + max(timeout_s, 1.5),
-                                 max_bytes + _HEAD_BYTES)
+        raw, why = _read_bounded(child, kill_at, max_bytes + _HEAD_BYTES)
     finally:
         if child.poll() is None:
             child.kill()
