@@ -361,11 +361,18 @@ AGENT_RDZV = re.compile(r"Rendezvous(?:Connection|Closed|Timeout)Error|dynamic_r
                         r"Failed to recv, got 0 bytes")
 
 
+def _agent_teardown_line(ev: Evidence, text: str, ran: dict[str, int]) -> bool:
+    """An agent's rendezvous error (no rank; `text` matches `AGENT_RDZV`) after the workers of
+    its file ran collectives (`_group_ran_lines`): the store's host leaving, not a failed
+    rendezvous."""
+    return ev.rank is None and ev.line > ran.get(ev.file, 1 << 62) and bool(
+        AGENT_RDZV.search(text))
+
+
 def _agent_teardown(facts: list[Fact], ran: dict[str, int]) -> list[Fact]:
     """Without the agents' rendezvous errors that came after the workers ran collectives
     (the agents' rendezvous had completed: it is the store's host leaving)."""
-    return [f for f in facts if not (f.ev.rank is None and AGENT_RDZV.search(f.ev.text)
-                                     and f.ev.line > ran.get(f.ev.file, 1 << 62))]
+    return [f for f in facts if not _agent_teardown_line(f.ev, f.ev.text, ran)]
 
 
 def _group_ran_lines(report: LogReport) -> dict[str, int]:
@@ -442,8 +449,7 @@ def launch_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                if e.frame and re.search(r"rendezvous|TCPStore|c10d_store|_store_based_barrier",
                                         e.frame)
                and e.ev.line < ends.get(e.ev.file, 1 << 62)
-               and not (e.ev.rank is None and e.ev.line > ran.get(e.ev.file, 1 << 62)
-                        and AGENT_RDZV.search(f"{e.type}: {e.message} {e.frame}"))]
+               and not _agent_teardown_line(e.ev, f"{e.type}: {e.message} {e.frame}", ran)]
     if in_rdzv:
         out.append(Signal("rendezvous_failure", 0.5, f"{in_rdzv[0].type} raised inside the "
                           "rendezvous code", [in_rdzv[0].ev]))
