@@ -287,7 +287,8 @@ def similar_incidents(diagnosis: Diagnosis) -> list[SimilarIncident]:
     return [*own, *[
         SimilarIncident(source=inc.url, title=inc.title, title_zh=inc.title_zh,
                         category=inc.category,
-                        resolution=inc.resolution, score=round(min(1.0, n.score), 2))
+                        resolution=inc.resolution, resolution_zh=inc.resolution_zh,
+                        score=round(min(1.0, n.score), 2))
         for n in diagnosis.neighbours
         if (inc := n.incident) is not None and n.score >= SIMILAR_FLOOR and inc.accepted & top
     ]][:SIMILAR_MAX]

@@ -139,6 +139,8 @@ class SimilarIncident(_Model):
     title_zh: str | None = None
     category: str
     resolution: str = Field(description="what fixed it")
+    #: what fixed it in Chinese, where the incident has it (a Chinese answer shows it)
+    resolution_zh: str | None = None
     score: float = Field(ge=0, le=1)
     #: one of the team's own resolved incidents (listed before the corpus's)
     local: bool = False

@@ -66,7 +66,8 @@ UNPINNED_LINK = re.compile(
 @dataclass
 class CheckResult:
     problems: list[str] = field(default_factory=list)
-    #: what a person may want to add, never a defect (incidents without `title_zh`)
+    #: what a person may want to add, never a defect (incidents without `title_zh` or
+    #: `resolution_zh`)
     warnings: list[str] = field(default_factory=list)
     cards: int = 0
     incidents: int = 0
@@ -275,6 +276,18 @@ def untitled_zh(incidents: list[Incident]) -> list[str]:
             f"after title:): {shown}"]
 
 
+def unresolved_zh(incidents: list[Incident]) -> list[str]:
+    """One warning naming the incidents without `resolution_zh` (a Chinese answer then leaves
+    the fix to the thread's link), or none."""
+    missing = sorted(i.id for i in incidents if not i.resolution_zh)
+    if not missing:
+        return []
+    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
+                                       else "")
+    return [f"{len(missing)} incident(s) without resolution_zh (what fixed it in Chinese, one "
+            f"line after resolution:): {shown}"]
+
+
 def check_all(directory: Path | None = None, require_basis: bool = True) -> CheckResult:
     """Validate taxonomy, cards, incidents and the index of the healthy logs."""
     result = CheckResult()
@@ -292,6 +305,7 @@ def check_all(directory: Path | None = None, require_basis: bool = True) -> Chec
     result.problems += problems
     result.problems += check_card_incidents(cards, incidents)
     result.warnings += untitled_zh(incidents)
+    result.warnings += unresolved_zh(incidents)
     try:
         sealed = load_sealed(directory or incidents_dir())
     except Exception:  # noqa: BLE001 - already reported by check_incidents

@@ -109,6 +109,10 @@ class Incident(_Strict):
     card: Slug | None = None
     log: NonEmpty
     resolution: NonEmpty
+    #: what fixed it, in Chinese (faithful: numbers, settings, versions and error strings
+    #: unchanged, in backticks), for a Chinese answer; without it a Chinese answer leaves the
+    #: fix to the link (`knowledge check` warns)
+    resolution_zh: NonEmpty | None = None
     confirmed_by: Confirmation
     versions: dict[str, str] = Field(default_factory=dict)
     hardware: str | None = None

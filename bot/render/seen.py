@@ -35,5 +35,8 @@ def seen_title(inc: SimilarIncident, lg: str) -> str:
 
 
 def resolution_in(inc: SimilarIncident, lg: str) -> str:
-    """What fixed it, when written in the reader's language ('' otherwise: the link has it)."""
+    """What fixed it in the reader's language: the Chinese resolution (`resolution_zh`) in
+    Chinese, the resolution when written in the reader's language, else '' (the link has it)."""
+    if lg == "zh" and inc.resolution_zh:
+        return inc.resolution_zh
     return inc.resolution if (lg == "zh") == has_cjk(inc.resolution) else ""
