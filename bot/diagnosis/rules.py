@@ -821,6 +821,10 @@ def flight_recorder(report: LogReport, cr: CrossRank) -> list[Signal]:
         if f.kind == "mismatch":
             out.append(Signal("collective_mismatch", 0.85, "the Flight Recorder dumps show "
                               "ranks calling different collectives at the same point", ev))
+        elif f.kind == "late":
+            out.append(Signal("straggler_or_imbalance", 0.5, "a rank scheduled a collective "
+                              "seconds after the others, which waited in it for that rank "
+                              "(Flight Recorder)", ev))
         elif f.kind == "no_dump":
             if quiet:
                 out.append(Signal("straggler_or_imbalance", 0.5, "a rank wrote no dump and no "
