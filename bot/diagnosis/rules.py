@@ -210,6 +210,14 @@ def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                           "ranks lost or waited for them: they left the job early", ev))
         out.append(Signal("collective_mismatch", 0.35, f"the ranks on {host} may have taken "
                           "another code path (fewer steps) and finished early", ev))
+    if cr.left_cleanly and not cr.vanished:
+        ev = [f.ev for f in report.failures[:1]]
+        out.append(Signal("rank_crashed", 0.65, "torchrun's one failure is a rank that lost a "
+                          "peer, and no other worker was left to stop: the others had exited "
+                          "with code 0, leaving the job early", ev))
+        out.append(Signal("collective_mismatch", 0.3, "a rank that exits cleanly while the "
+                          "others still run collectives took another code path (fewer steps)",
+                          ev))
     for r in cr.vanished[:4]:
         ev = [t.ev for t in report.timeouts[:1]] or [
             e.ev for e in report.exceptions if e.ev.rank in cr.victims][:1]

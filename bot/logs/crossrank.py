@@ -74,6 +74,9 @@ class CrossRank:
     #: nodes whose workers all exited with code 0 while the others failed (torchrun's exit
     #: barrier): their ranks left early
     finished_hosts: list[str] = field(default_factory=list)
+    #: one torchrun agent whose only failure was a rank that lost a peer, with no other
+    #: failure and no worker left to stop: every other worker there had exited with code 0
+    left_cleanly: bool = False
 
 
 def _ranges(ranks: list[int], limit: int = 12) -> str:
@@ -272,6 +275,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 add(left, node, "its node's torchrun agent waited at the exit barrier (every "
                     "worker there exited with code 0) while ranks elsewhere lost or waited for "
                     "peers: it left the job early", 0.85, [fact.ev])
+
+    # 2i. One agent summarised one failure, a rank that lost a peer, "<NO_OTHER_FAILURES>"
+    # (torch 2.13.0, torch/distributed/elastic/multiprocessing/errors/__init__.py:
+    # `other_failures="\n".join(other_failures_fmt or ["  <NO_OTHER_FAILURES>"])`), and sent
+    # no closing signal (it signals every worker still running, `_close`, quoted in
+    # `killed_outside`): the workers it lost had exited with code 0, which torchrun does not
+    # count as a failure. They left the job early (a rank-only `return`, fewer batches).
+    if len(report.hosts) <= 1 and len(report.failures) == 1 and report.failures[0].root \
+            and report.failures[0].rank in out.victims and not out.crashed_ranks \
+            and not report.facts.get("sigterm_sent") and not by_rank:
+        out.left_cleanly = True
 
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
