@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bot.answering.contract import SuspectOut
+from bot.logs.analyze import global_rank_of_file
 from bot.logs.extract import GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
@@ -21,8 +22,6 @@ from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 EXITED_SILENTLY = "without reporting a watchdog timeout"
 #: How a rank killed from outside the launcher reads (rules match on it).
 KILLED_OUTSIDE = "from outside the launcher (preempted or killed)"
-#: a log file of one rank ("rank-3.log", "rank_3.out"): Slurm's `--output=...%t` and the like
-_RANK_FILE = re.compile(r"(?:^|[/\\_.-])rank[-_]?(\d+)\.(?:log|out|err|txt)$", re.IGNORECASE)
 
 
 @dataclass
@@ -229,8 +228,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # (TCPStore.cpp waitForWorkers, quoted above); when the job left one file per rank
     # (rank-N.log, as `srun --output=%t` writes) and as many files as clients joined, no
     # rank is missing: the host expects more ranks than the job has.
-    per_rank_files = {int(m.group(1)) for src in report.sources
-                      if (m := _RANK_FILE.search(src.name))}
+    per_rank_files = {r for src in report.sources
+                      if (r := global_rank_of_file(src.name)) is not None}
     for fact in report.facts.get("clients_joined", []):
         joined, expected = fact.fields.get("joined"), fact.fields.get("expected")
         if fact.ev.rank is not None and joined is not None and expected is not None \

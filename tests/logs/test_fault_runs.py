@@ -358,3 +358,15 @@ def test_under_accelerate_a_peer_that_exited_with_code_0_is_a_rank_that_left_ear
     _, d = _diagnose("accelerate2-exit0_early-rank1")
     assert d.root_causes[0].category == "rank_crashed"
     assert d.crossrank.left_cleanly
+
+
+def test_a_preempted_second_node_is_the_crash_not_torchruns_stop() -> None:
+    # SEALED-4 `node_preempt`, recorded after its one run (the rules were frozen before it):
+    # both ranks of node 2 are SIGTERMed from outside at the last step; node 2's agent records
+    # them (exitcode -15) without having sent a closing signal, node 1's agent stops rank 1
+    # itself ("Sending process ... closing signal SIGTERM") after rank 0 lost node 2
+    _, d = _diagnose("2node-node_preempt-node2")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-02")
+    assert "from outside the launcher" in d.suspects[0].reason
+    assert 1 not in d.crossrank.killed_outside
