@@ -394,6 +394,10 @@ def _group_ran_lines(report: LogReport) -> dict[str, int]:
         for f in report.facts.get(kind, [])]
     for ev in evs:
         out[ev.file] = min(out.get(ev.file, ev.line), ev.line)
+    # an agent whose keep-alive heartbeat failed had completed the rendezvous (its workers
+    # ran): every rendezvous error of its file is the store's host leaving
+    for f in report.facts.get("rdzv_keepalive_failed", []):
+        out[f.ev.file] = 0
     return out
 
 

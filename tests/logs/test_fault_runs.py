@@ -370,3 +370,13 @@ def test_a_preempted_second_node_is_the_crash_not_torchruns_stop() -> None:
     assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-02")
     assert "from outside the launcher" in d.suspects[0].reason
     assert 1 not in d.crossrank.killed_outside
+
+
+def test_the_other_agents_keep_alive_failures_are_the_store_host_leaving() -> None:
+    # `exception` on rank 0 (node 1, the c10d store's host) at its first step, before any
+    # collective (--offset 2): nodes 2 and 3 print only their agents' store and rendezvous
+    # errors, after "failed to send a keep-alive heartbeat": the rendezvous had completed
+    report, d = _diagnose("3node-logdir-exception-rank0")
+    assert report.facts.get("rdzv_keepalive_failed")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (0, "gpu-node-01")
