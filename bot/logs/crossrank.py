@@ -228,8 +228,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # (TCPStore.cpp waitForWorkers, quoted above); when the job left one file per rank
     # (rank-N.log, as `srun --output=%t` writes) and as many files as clients joined, no
     # rank is missing: the host expects more ranks than the job has.
-    per_rank_files = {r for src in report.sources
-                      if (r := global_rank_of_file(src.name)) is not None}
+    per_rank_files = {frank for src in report.sources
+                      if (frank := global_rank_of_file(src.name)) is not None}
     for fact in report.facts.get("clients_joined", []):
         joined, expected = fact.fields.get("joined"), fact.fields.get("expected")
         if fact.ev.rank is not None and joined is not None and expected is not None \
