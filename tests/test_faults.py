@@ -33,7 +33,14 @@ def test_the_kinds_are_many_and_name_real_categories() -> None:
     assert not {k.name for k in kinds.SEALED2} & {k.name for k in (*kinds.DEV, *kinds.SEALED)}
     sealed2_doc = (FAULTS / "SEALED-2.md").read_text()
     assert all(f"`{k.name}`" in sealed2_doc for k in kinds.SEALED2)
-    for k in (*kinds.DEV, *kinds.SEALED, *kinds.SEALED2):
+    # the fourth sealed set (SEALED-4.md) is new too, and its fixed plan is the document's
+    earlier = {k.name for k in (*kinds.DEV, *kinds.SEALED, *kinds.SEALED2, *kinds.SEALED3)}
+    assert len(kinds.SEALED4) >= 6 and not {k.name for k in kinds.SEALED4} & earlier
+    sealed4_doc = (FAULTS / "SEALED-4.md").read_text()
+    assert all(f"`{k.name}`" in sealed4_doc for k in kinds.SEALED4)
+    plan4 = _module("scorecard").SEALED4_PLAN
+    assert {kind for kind, *_ in plan4} == {k.name for k in kinds.SEALED4} and len(plan4) == 21
+    for k in (*kinds.DEV, *kinds.SEALED, *kinds.SEALED2, *kinds.SEALED3, *kinds.SEALED4):
         assert k.right and all(f"id: {c}" in taxonomy for c in k.right), k.name
 
 
@@ -70,13 +77,14 @@ def test_recording_a_run_scrubs_the_machines_paths(tmp_path: Path) -> None:
     record = _module("record")
     src = tmp_path / "run"
     (src / "dumps").mkdir(parents=True)
-    (src / "gpu-node-01.log").write_bytes(f"  File \"{ROOT}/benchmarks/faults/job.py\"\n".encode())
+    (src / "gpu-node-01.log").write_bytes(f"  File \"{ROOT}/benchmarks/faults/job.py\"\n".encode()
+                                          + b"  File \"/work/wt-faults3/benchmarks/x.py\"\n")
     (src / "dumps" / "fr_trace_0").write_bytes(b"\x80\x04")
     (src / "plan.json").write_text("{}")
     out = record.record(src, tmp_path / "kept")
     assert [p.name for p in out] == ["gpu-node-01.log"]
     assert (tmp_path / "kept" / "gpu-node-01.log").read_text() == \
-        '  File "/job/benchmarks/faults/job.py"\n'
+        '  File "/job/benchmarks/faults/job.py"\n  File "/job/benchmarks/x.py"\n'
 
 
 def _run(shape_name: str, kind: str, rank: int, tmp_path: Path, step: int = 2) -> dict[str, object]:

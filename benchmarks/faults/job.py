@@ -180,6 +180,28 @@ def inject(step: int, x: torch.Tensor) -> bool:
         os.kill(os.getpid(), signal.SIGKILL)  # the whole node goes: nothing is written
     if FAULT == "slow_node":
         time.sleep(2.5 * TIMEOUT_S)  # a throttled node: every rank there is slow
+    # --- the fourth sealed set (SEALED-4.md) ---
+    if FAULT == "sigfpe":
+        dump()
+        os.kill(os.getpid(), signal.SIGFPE)  # an integer division by zero in native code
+    if FAULT == "anomaly_nan":
+        with torch.autograd.set_detect_anomaly(True):
+            w = torch.zeros(4, requires_grad=True)
+            (w / w).sum().backward()  # autograd's anomaly mode raises on the NaN gradient
+    if FAULT == "stale_config":
+        config = {"lr": 0.1, "warmup": 100}  # an old copy of the config on this node
+        print(f"lr schedule: {config['lr_schedule']}", flush=True)  # KeyError
+    if FAULT == "node_preempt":
+        os.kill(os.getpid(), signal.SIGTERM)  # the cloud reclaims the node: not torchrun
+        time.sleep(1)
+    if FAULT == "fifo_hang":
+        import tempfile
+
+        shard = os.path.join(tempfile.mkdtemp(prefix=f"shard-rank{RANK}-"), "shard-00017.bin")
+        os.mkfifo(shard)  # a read that never returns, as on a hung NFS/Lustre mount
+        print(f"Loading shard {shard}", flush=True)
+        with open(shard, "rb") as fh:
+            fh.read()
     if FAULT == "early_destroy":
         print(f"rank {RANK}: early stopping at step {step}", flush=True)
         dist.destroy_process_group()
@@ -205,6 +227,15 @@ try:
                 break  # to the end-of-epoch collective, without a default group
         if FAULT == "subgroup_barrier" and step == STEP:
             dist.barrier(group=SUB if mine else None)
+        if FAULT == "bcast_size" and step == STEP:
+            # every rank broadcasts from rank 0; the faulty rank's tensor has 1280 elements
+            dist.broadcast(torch.ones(1280) if mine else x, src=0)
+            continue
+        if FAULT == "allgather_size" and step == STEP:
+            # every rank all_gathers its batch; the faulty rank's is 1000 long, not padded
+            mine_x = torch.ones(1000) if mine else x
+            dist.all_gather([torch.empty_like(mine_x) for _ in range(WORLD)], mine_x)
+            continue
         if FAULT == "bcast_src" and step == STEP:
             # every rank broadcasts from rank 0, the faulty one from another rank
             dist.broadcast(x, src=(RANK if RANK > 0 else 1) if mine else 0)

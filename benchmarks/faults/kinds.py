@@ -101,4 +101,18 @@ SEALED3: tuple[Kind, ...] = (
          "ModuleNotFoundError at start-up, before joining", at_start=True),
 )
 
-BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2, *SEALED3)}
+#: the fourth sealed set (SEALED-4.md), written before the rules of the fourth round; run
+#: once on the fixed plan in scorecard.SEALED4_PLAN
+SEALED4: tuple[Kind, ...] = (
+    Kind("sigfpe", CRASH, "the rank dies of SIGFPE (native integer division by zero)"),
+    Kind("anomaly_nan", CRASH, "autograd's anomaly mode raises on a NaN gradient"),
+    Kind("stale_config", CRASH, "an old config on the rank (or node): KeyError at the step",
+         node_wide=True),
+    Kind("node_preempt", CRASH, "every rank of the node is SIGTERMed from outside (preempted)",
+         node_wide=True),
+    Kind("fifo_hang", SLOW, "the rank blocks for good reading a shard from a hung mount"),
+    Kind("bcast_size", PATH, "the rank broadcasts 1280 elements where the others 1024"),
+    Kind("allgather_size", PATH, "the rank all_gathers 1000 elements where the others 1024"),
+)
+
+BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2, *SEALED3, *SEALED4)}

@@ -11,6 +11,7 @@ Flight Recorder dumps (pickles: scrubbing would corrupt them) and plan.json stay
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -22,7 +23,8 @@ def scrub(data: bytes) -> bytes:
     venv = Path(sys.executable).resolve().parents[1]
     for path, alias in ((str(venv), "/venv"), (str(ROOT), "/job"), ("/work/main", "/job")):
         data = data.replace(path.encode(), alias.encode())
-    return data
+    # a run kept from another checkout of the project (a worktree beside this one)
+    return re.sub(rb"/work/wt-[A-Za-z0-9_.-]+", b"/job", data)
 
 
 def record(src: Path, dest: Path, dumps: bool = False) -> list[Path]:

@@ -11,6 +11,7 @@ keeps the runs and `--judge DIR` scores kept runs again without running them.
     .venv/bin/python benchmarks/faults/scorecard.py --sealed        # the sealed kinds (once)
     .venv/bin/python benchmarks/faults/scorecard.py --sealed2       # SEALED-2.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --sealed3       # SEALED-3.md (once)
+    .venv/bin/python benchmarks/faults/scorecard.py --sealed4       # SEALED-4.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --kinds exit0_early --shapes 2node-torchrun
     .venv/bin/python benchmarks/faults/scorecard.py --judge /tmp/runs   # score kept runs again
 
@@ -37,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kinds import BY_NAME as KINDS  # noqa: E402
-from kinds import DEV, SEALED, SEALED2, SEALED3, Kind  # noqa: E402
+from kinds import DEV, SEALED, SEALED2, SEALED3, SEALED4, Kind  # noqa: E402
 from shapes import BY_NAME as SHAPES  # noqa: E402
 from shapes import SHAPES as ALL_SHAPES  # noqa: E402
 from shapes import Shape, harness_stopped, host_name, job_limit, run  # noqa: E402
@@ -84,6 +85,32 @@ SEALED3_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
     ("import_error", "2node-torchrun", 2, 0, True),
     ("import_error", "torchrun-8", 3, 0, False),
     ("import_error", "slurm-3-files", 1, 0, False),
+)
+
+
+#: SEALED-4.md's runs, fixed, in the same form
+SEALED4_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
+    ("sigfpe", "torchrun-8", 5, 4, False),
+    ("sigfpe", "2node-torchrun", 3, 0, False),
+    ("sigfpe", "slurm-4", 2, 0, False),
+    ("anomaly_nan", "torchrun-4-logdir", 3, 4, False),
+    ("anomaly_nan", "3node-torchrun-logdir", 2, 0, False),
+    ("anomaly_nan", "slurm-3-files", 0, 4, False),
+    ("stale_config", "2node-torchrun", 2, 0, True),
+    ("stale_config", "3node-torchrun-logdir", 1, 4, True),
+    ("stale_config", "slurm-4", 0, 0, False),
+    ("node_preempt", "2node-torchrun", 2, 4, True),
+    ("node_preempt", "3node-torchrun-logdir", 2, 0, True),
+    ("node_preempt", "torchrun-4-logdir", 1, 0, False),
+    ("fifo_hang", "accelerate-2", 0, 4, False),
+    ("fifo_hang", "2node-torchrun", 2, 0, False),
+    ("fifo_hang", "slurm-3-files", 1, 4, False),
+    ("bcast_size", "torchrun-2", 1, 0, False),
+    ("bcast_size", "2node-torchrun", 3, 4, False),
+    ("bcast_size", "slurm-4", 3, 4, False),
+    ("allgather_size", "torchrun-8", 0, 0, False),
+    ("allgather_size", "accelerate-2", 1, 4, False),
+    ("allgather_size", "3node-torchrun-logdir", 1, 4, False),
 )
 
 
@@ -136,6 +163,8 @@ def main() -> None:
                     help="run the second sealed set (SEALED-2.md)")
     ap.add_argument("--sealed3", action="store_true",
                     help="run the third sealed set (SEALED-3.md) on its fixed plan")
+    ap.add_argument("--sealed4", action="store_true",
+                    help="run the fourth sealed set (SEALED-4.md) on its fixed plan")
     ap.add_argument("--kinds", nargs="*")
     ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
     ap.add_argument("--all-positions", action="store_true")
@@ -166,14 +195,17 @@ def main() -> None:
             shapes = [s for s in shapes if s.launcher != "accelerate"]
         base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
         base.mkdir(parents=True, exist_ok=True)
+        fixed = SEALED4_PLAN if args.sealed4 else SEALED3_PLAN if args.sealed3 else None
         chosen = [Plan(shape, kind, rank, step, node) for kind, shape, rank, step, node
-                  in SEALED3_PLAN if shape in {s.name for s in shapes}] if args.sealed3 else \
+                  in fixed if shape in {s.name for s in shapes}
+                  and (not args.kinds or kind in args.kinds)] if fixed else \
             plans(shapes, kinds, args.all_positions, args.full, args.offset)
         todo = [(pl, base / pl.slug) for pl in chosen]
     where_of = {pl.slug: w for pl, w in todo}
     sealed_names = {k.name for k in SEALED}
     sealed2_names = {k.name for k in SEALED2}
     sealed3_names = {k.name for k in SEALED3}
+    sealed4_names = {k.name for k in SEALED4}
     rows = []
     t0 = time.monotonic()
     for plan, where in todo:
@@ -195,10 +227,12 @@ def main() -> None:
               f"{verdict['suspect']} on {verdict['suspect_host']})  {ran:.0f} s{stopped}",
               flush=True)
     for label, mine in (("development", [r for r in rows if r[0].kind not in
-                                         sealed_names | sealed2_names | sealed3_names]),
+                                         sealed_names | sealed2_names | sealed3_names
+                                         | sealed4_names]),
                         ("sealed", [r for r in rows if r[0].kind in sealed_names]),
                         ("sealed-2", [r for r in rows if r[0].kind in sealed2_names]),
-                        ("sealed-3", [r for r in rows if r[0].kind in sealed3_names])):
+                        ("sealed-3", [r for r in rows if r[0].kind in sealed3_names]),
+                        ("sealed-4", [r for r in rows if r[0].kind in sealed4_names])):
         if not mine:
             continue
         n = len(mine)

@@ -210,6 +210,14 @@ def vanished_rule(report: LogReport, cr: CrossRank) -> list[Signal]:
                           "ranks lost or waited for them: they left the job early", ev))
         out.append(Signal("collective_mismatch", 0.35, f"the ranks on {host} may have taken "
                           "another code path (fewer steps) and finished early", ev))
+    if cr.left_cleanly and not cr.vanished:
+        ev = [f.ev for f in report.failures[:1]]
+        out.append(Signal("rank_crashed", 0.65, "torchrun's one failure is a rank that lost a "
+                          "peer, and no other worker was left to stop: the others had exited "
+                          "with code 0, leaving the job early", ev))
+        out.append(Signal("collective_mismatch", 0.3, "a rank that exits cleanly while the "
+                          "others still run collectives took another code path (fewer steps)",
+                          ev))
     for r in cr.vanished[:4]:
         ev = [t.ev for t in report.timeouts[:1]] or [
             e.ev for e in report.exceptions if e.ev.rank in cr.victims][:1]
@@ -386,6 +394,10 @@ def _group_ran_lines(report: LogReport) -> dict[str, int]:
         for f in report.facts.get(kind, [])]
     for ev in evs:
         out[ev.file] = min(out.get(ev.file, ev.line), ev.line)
+    # an agent whose keep-alive heartbeat failed had completed the rendezvous (its workers
+    # ran): every rendezvous error of its file is the store's host leaving
+    for f in report.facts.get("rdzv_keepalive_failed", []):
+        out[f.ev.file] = 0
     return out
 
 
@@ -821,6 +833,10 @@ def flight_recorder(report: LogReport, cr: CrossRank) -> list[Signal]:
         if f.kind == "mismatch":
             out.append(Signal("collective_mismatch", 0.85, "the Flight Recorder dumps show "
                               "ranks calling different collectives at the same point", ev))
+        elif f.kind == "late":
+            out.append(Signal("straggler_or_imbalance", 0.5, "a rank scheduled a collective "
+                              "seconds after the others, which waited in it for that rank "
+                              "(Flight Recorder)", ev))
         elif f.kind == "no_dump":
             if quiet:
                 out.append(Signal("straggler_or_imbalance", 0.5, "a rank wrote no dump and no "

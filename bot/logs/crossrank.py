@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bot.answering.contract import SuspectOut
+from bot.logs.analyze import global_rank_of_file
 from bot.logs.extract import GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
@@ -72,6 +73,9 @@ class CrossRank:
     #: nodes whose workers all exited with code 0 while the others failed (torchrun's exit
     #: barrier): their ranks left early
     finished_hosts: list[str] = field(default_factory=list)
+    #: one torchrun agent whose only failure was a rank that lost a peer, with no other
+    #: failure and no worker left to stop: every other worker there had exited with code 0
+    left_cleanly: bool = False
 
 
 def _ranges(ranks: list[int], limit: int = 12) -> str:
@@ -117,17 +121,26 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             add(rec.rank, rec.host, why, 0.9, [rec.ev])
             if out.first_failure is None:
                 out.first_failure = Suspect(rec.rank, rec.host, why, 0.9, [rec.ev])
-    for rec in [] if out.killed_outside else report.failures:
-        if rec.root and (rec.rank is not None or rec.host):
-            code = f"exitcode {rec.exitcode}" if rec.exitcode is not None else "failed"
-            if rec.rank in out.victims:
-                add(rec.rank, rec.host, f"torchrun's first observed failure ({code}), but its "
-                    "own error is a timeout or a lost peer: it was waiting for another rank",
-                    0.35, [rec.ev])
-            else:
-                add(rec.rank, rec.host, f"torchrun's first observed failure ({code})", 0.8,
-                    [rec.ev])
-            break
+    # Each node's agent records its own first observed failure: on a multi-node job the
+    # first agent's may be a victim (it lost or waited for a peer) while another node's is
+    # the cause (its workers died by a signal: a lost node). Of the roots whose rank has no
+    # timeout or lost peer of its own, and that this node's torchrun did not stop itself, the
+    # earliest (the summary's `time : %Y-%m-%d_%H:%M:%S`) is named.
+    stopped_pids = {f.fields.get("pid") for f in report.facts.get("sigterm_sent", [])}
+    roots = [rec for rec in ([] if out.killed_outside else report.failures)
+             if rec.root and (rec.rank is not None or rec.host)]
+    own = [rec for rec in roots if rec.rank not in out.victims
+           and not (rec.pid is not None and rec.pid in stopped_pids)]
+    if own:
+        rec = min(own, key=lambda r: r.time or "")
+        code = f"exitcode {rec.exitcode}" if rec.exitcode is not None else "failed"
+        add(rec.rank, rec.host, f"torchrun's first observed failure ({code})", 0.8, [rec.ev])
+    elif roots:
+        rec = roots[0]
+        code = f"exitcode {rec.exitcode}" if rec.exitcode is not None else "failed"
+        add(rec.rank, rec.host, f"torchrun's first observed failure ({code}), but its "
+            "own error is a timeout or a lost peer: it was waiting for another rank",
+            0.35, [rec.ev])
 
     # 2. The rank that failed first (crash, exception, signal), by time where known.
     crashed = [report.ranks[r] for r in out.crashed_ranks]
@@ -211,6 +224,19 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # waitForWorkers) or a wait for another rank's key: their keys are missing as a consequence
     waiting_for_others = {f.ev.rank for kind in ("clients_joined", "store_wait")
                           for f in report.facts.get(kind, []) if f.ev.rank is not None}
+    # The env:// store host counts the clients that joined against its own WORLD_SIZE
+    # (TCPStore.cpp waitForWorkers, quoted above); when the job left one file per rank
+    # (rank-N.log, as `srun --output=%t` writes) and as many files as clients joined, no
+    # rank is missing: the host expects more ranks than the job has.
+    per_rank_files = {frank for src in report.sources
+                      if (frank := global_rank_of_file(src.name)) is not None}
+    for fact in report.facts.get("clients_joined", []):
+        joined, expected = fact.fields.get("joined"), fact.fields.get("expected")
+        if fact.ev.rank is not None and joined is not None and expected is not None \
+                and per_rank_files == set(range(joined)) and expected > joined:
+            add(fact.ev.rank, fact.ev.host, f"it hosts the store and waited for {expected} "
+                f"ranks, but the job left {joined} rank files and all {joined} joined: its "
+                "WORLD_SIZE is larger than the others'", 0.9, [fact.ev])
     for key_rank, facts in sorted(waiters.items()):
         if key_rank in waiting_for_others:
             continue
@@ -249,6 +275,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     "worker there exited with code 0) while ranks elsewhere lost or waited for "
                     "peers: it left the job early", 0.85, [fact.ev])
 
+    # 2i. One agent summarised one failure, a rank that lost a peer, "<NO_OTHER_FAILURES>"
+    # (torch 2.13.0, torch/distributed/elastic/multiprocessing/errors/__init__.py:
+    # `other_failures="\n".join(other_failures_fmt or ["  <NO_OTHER_FAILURES>"])`), and sent
+    # no closing signal (it signals every worker still running, `_close`, quoted in
+    # `killed_outside`): the workers it lost had exited with code 0, which torchrun does not
+    # count as a failure. They left the job early (a rank-only `return`, fewer batches).
+    if len(report.hosts) <= 1 and len(report.failures) == 1 and report.failures[0].root \
+            and report.failures[0].rank in out.victims and not out.crashed_ranks \
+            and not report.facts.get("sigterm_sent") and not by_rank:
+        out.left_cleanly = True
+
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
     # rank 0 itself came late (the others gave up on it first).
@@ -257,11 +294,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         blamed.update(fact.fields.get("ranks", []))
     world_now = report.world_size or (max(report.ranks) + 1 if report.ranks else 0)
     if blamed:
+        # the ranks rank 0 names are ranks of the job (a node's torchrun prints its own local
+        # world size; the ranks of a node that left no rank line are not in report.ranks)
+        world_now = max(world_now, max(blamed) + 1)
         fact = report.facts["barrier_blame"][0]
         if world_now > 2 and len(blamed) >= world_now - 1:
             add(0, None, "every other rank gave up on it at the monitored barrier: rank 0 came "
                 "late", 0.7, [fact.ev])
-        elif len(blamed) <= max(1, world_now // 4):
+        elif len(blamed) <= max(1, world_now // 4) or (
+                len(blamed) < world_now - 1 and _whole_node(report, blamed, world_now)):
+            # a few ranks, or every rank of one node (a node lost or slow as a whole: the
+            # ranks the others wait for are that node's)
             for r in sorted(blamed):
                 add(r, None, "rank 0 reports that it never reached the monitored barrier "
                     f"({fact.fields.get('timeout_ms')} ms)", 0.8, [fact.ev])
@@ -361,6 +404,10 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     call_ev: dict[int, Evidence] = {}
     for e in report.exceptions:
         erank = e.ev.rank
+        # a rank whose own failure is waiting for others at start-up (the env:// store host
+        # counting clients) is in the store's code, not on another code path of the job
+        if erank in waiting_for_others:
+            continue
         if erank is not None and e.frame and " in " in e.frame and is_comm_exception(e.type,
                                                                                 e.message):
             in_call.setdefault(erank, e.frame.rsplit(" in ", 1)[1])
@@ -517,6 +564,23 @@ def _odd_of_two(report: LogReport, a: int, b: int) -> int | None:
             if mine in f.calls:
                 return mine if f.calls[mine] != ref else other
     return None
+
+
+def _whole_node(report: LogReport, ranks: set[int], world: int) -> bool:
+    """Whether `ranks` are exactly the ranks of one node of a multi-node job: by the hosts
+    the lines place ranks on, or, when one node left logs but placed no rank, the ranks no
+    line placed (they must run there)."""
+    if len(report.hosts) < 2 or not ranks:
+        return False
+    on: dict[str, set[int]] = defaultdict(set)
+    for r, st in report.ranks.items():
+        if st.host:
+            on[st.host].add(r)
+    unplaced = unplaced_hosts(report)
+    if len(unplaced) == 1 and world:
+        on[unplaced[0]] = {r for r in range(world) if r not in report.ranks
+                           or not report.ranks[r].host}
+    return any(rs == ranks for rs in on.values())
 
 
 def _first_symptom_is_a_lost_peer(report: LogReport) -> bool:

@@ -351,6 +351,18 @@ EXTRACTORS: tuple[Extractor, ...] = (
         r"Local worker group finished \(SUCCEEDED\))",
         _groups("message"),
     ),
+    # An agent's keep-alive heartbeat to a rendezvous it had joined failed (torch 2.13.0,
+    # torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: `f"The node
+    # '{self._this_node}' has failed to send a keep-alive heartbeat to the " f"rendezvous
+    # '{self._settings.run_id}' due to an error of type {type(ex).__name__}."`; heartbeats
+    # start only once the rendezvous completed, `self._start_heartbeats()` after the join):
+    # the rendezvous had formed, so its store going away is the job ending.
+    E(
+        "rdzv_keepalive_failed",
+        r"The node '([^']+)' has failed to send a keep-alive heartbeat to the rendezvous "
+        r"'([^']+)'",
+        _groups("node", "run_id"),
+    ),
     # --- torchrun's failure summary ----------------------------------------------------------
     E(
         "child_failed",

@@ -81,6 +81,11 @@ class FrEntry:
     state: str
     where: str  # the innermost frame outside torch, "file:line (function)"
     dtypes: str = ""  # input_dtypes as Python prints them ("['Float']"), when recorded
+    #: when the rank scheduled it (`time_created_ns`: torch 2.13.0,
+    #: torch/csrc/distributed/c10d/FlightRecorder.hpp `DEFINE_CONSTANT(time_created_key,
+    #: "time_created_ns")`, FlightRecorderDetail.hpp `dict.insert(time_created_key,
+    #: int64_t(e.time_created_))`), when recorded
+    created_ns: int | None = None
 
 
 @dataclass
@@ -257,7 +262,8 @@ def dump_from_raw(raw: object, name: str) -> FrDump:
                                _sizes(e.get("input_sizes", "")), _text(e.get("state")),
                                _where(e.get("frames")),
                                _sizes(e["input_dtypes"]) if isinstance(
-                                   e.get("input_dtypes"), list | tuple) else ""))
+                                   e.get("input_dtypes"), list | tuple) else "",
+                               _small_int(e.get("time_created_ns"))))
     if odd:
         notes.append("fields of an unexpected type, not used: " + ", ".join(
             f"{key} in {n} entries" for key, n in odd.items()))
@@ -291,7 +297,7 @@ def parse_dump(data: bytes, name: str) -> FrDump:
 class FrFinding:
     """One thing the dumps show: a rank that never entered a collective, or a mismatch."""
 
-    kind: str  # "missing" | "mismatch" | "no_dump"
+    kind: str  # "missing" | "mismatch" | "no_dump" | "late"
     ranks: list[int]
     text: str
     dump: str
@@ -350,6 +356,9 @@ def analyze_dumps(dumps: Sequence[FrDump]) -> list[FrFinding]:
                         f"#{last[r]}" + (f" {mine.op} {mine.sizes} at {mine.where}" if mine
                                          else ""))
                 findings.append(FrFinding("missing", [r], text, by_rank[r].name))
+        late = _late(ranks, pg, by_rank)
+        if late is not None:
+            findings.append(late)
         for seq in sorted({s for seqs in ranks.values() for s in seqs}):
             calls = {r: seqs[seq] for r, seqs in ranks.items() if seq in seqs}
             kinds = defaultdict(list)
@@ -370,3 +379,32 @@ def analyze_dumps(dumps: Sequence[FrDump]) -> list[FrFinding]:
                      for r, e in sorted(calls.items())}))
                 break  # the first mismatch explains the rest
     return findings
+
+
+#: how much later than every other rank a rank must have scheduled the same collective to
+#: be the one they waited for (a step's own jitter is milliseconds; a stall is seconds)
+LATE_NS = 3_000_000_000
+
+
+def _late(ranks: dict[int, dict[int, FrEntry]], pg: str,
+          by_rank: dict[int, FrDump]) -> FrFinding | None:
+    """The first collective of a group that a few ranks scheduled seconds after all the others
+    (`time_created_ns`): the others were waiting in it for them (a stall, a slow step)."""
+    for seq in sorted({s for seqs in ranks.values() for s in seqs}):
+        made = sorted((e.created_ns, r) for r, seqs in ranks.items()
+                      if (e := seqs.get(seq)) is not None and e.created_ns is not None)
+        if len(made) < 2:
+            continue
+        gaps = [(made[i + 1][0] - made[i][0], i + 1) for i in range(len(made) - 1)]
+        gap, cut = max(gaps)
+        on_time, late = made[:cut], made[cut:]
+        spread = on_time[-1][0] - on_time[0][0]
+        if gap >= LATE_NS and gap >= 10 * spread and len(late) <= max(1, len(made) // 4):
+            rs = sorted(r for _, r in late)
+            e = ranks[rs[0]][seq]
+            return FrFinding(
+                "late", rs,
+                f"rank(s) {', '.join(map(str, rs))} scheduled collective #{seq} ({e.op} "
+                f"{e.sizes}) of process group {pg} {gap / 1e9:.1f} s after the other "
+                f"{len(on_time)} rank(s), which were waiting in it", by_rank[rs[0]].name)
+    return None

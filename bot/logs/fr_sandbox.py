@@ -208,11 +208,12 @@ def _int(value: object) -> int:
 
 
 def _entry(e: object) -> FrEntry:
-    """One entry off the wire: pg, seq, op, sizes, state, where (and dtypes)."""
-    if not isinstance(e, list) or len(e) not in (6, 7):
+    """One entry off the wire: pg, seq, op, sizes, state, where (and dtypes, created_ns)."""
+    if not isinstance(e, list) or len(e) not in (6, 7, 8):
         raise TypeError("entry")
     return FrEntry(_str(e[0]), _int(e[1]), _str(e[2]), _str(e[3]), _str(e[4]),
-                   _str(e[5], 1000), _str(e[6]) if len(e) == 7 else "")
+                   _str(e[5], 1000), _str(e[6]) if len(e) >= 7 else "",
+                   _int(e[7]) if len(e) == 8 and e[7] is not None else None)
 
 
 def _from_wire(msg: object, name: str) -> FrDump | DumpError:
@@ -243,7 +244,8 @@ def _from_wire(msg: object, name: str) -> FrDump | DumpError:
 def _to_wire(dump: FrDump) -> dict[str, object]:
     return {"dump": {"rank": dump.rank, "version": dump.version, "notes": dump.notes,
                      "groups": dump.groups,
-                     "entries": [[e.pg, e.seq, e.op, e.sizes, e.state, e.where, e.dtypes]
+                     "entries": [[e.pg, e.seq, e.op, e.sizes, e.state, e.where, e.dtypes,
+                                  e.created_ns]
                                  for e in dump.entries]}}
 
 

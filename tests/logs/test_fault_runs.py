@@ -277,3 +277,106 @@ def test_a_lost_third_node_is_the_crash_the_other_nodes_lost() -> None:
     assert d.root_causes[0].category == "rank_crashed"
     assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-03")
     assert d.crossrank.victims == [0, 1]
+
+
+# --- round 4: the misses of round 3, recorded from their one run (README.md there) -------------
+
+
+def test_a_lost_second_node_is_named_by_its_own_agents_record_not_node_1s() -> None:
+    # SEALED-3 `node_lost` on node 2 of two: both of its ranks are SIGKILLed at the last step;
+    # node 1's agent records rank 0 first (it lost node 2 at the monitored barrier), node 2's
+    # agent records rank 2 first (exitcode -9): each agent's own root is read
+    _, d = _diagnose("2node-node_lost-node2")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-02")
+    assert "exitcode -9" in d.suspects[0].reason
+    assert d.crossrank.victims and 2 not in d.crossrank.victims
+    assert {s.rank for s in d.suspects[:2]} == {2, 3}  # the whole node, rank 0's barrier says
+
+
+def test_a_slow_second_node_is_named_by_rank_0s_barrier_though_its_ranks_printed_nothing() -> None:
+    # SEALED-3 `slow_node`: both ranks of node 2 take 2.5 timeouts at their first step and
+    # print no rank line; rank 0's monitored barrier names ranks 2 and 3 (half the job: every
+    # rank of one node), and node 2 is the one node no line placed a rank on
+    report, d = _diagnose("2node-slow_node-node2")
+    assert d.root_causes[0].category in {"timeout_too_short", "straggler_or_imbalance"}
+    assert [(s.rank, s.host) for s in d.suspects[:2]] == [(2, "gpu-node-02"), (3, "gpu-node-02")]
+    assert 2 not in report.ranks and 3 not in report.ranks
+
+
+def test_flight_recorders_creation_time_names_the_rank_that_came_15_s_late() -> None:
+    # `sleep` on rank 4 of 8 (--offset 1): ranks 1 and 4 both lost a peer instead of timing
+    # out, so the text alone ties them; the dumps show rank 4 scheduling the all_reduce 15 s
+    # after the seven others
+    _, d = _diagnose("torchrun8-sleep-rank4")
+    assert d.root_causes[0].category == "straggler_or_imbalance"
+    assert d.suspects[0].rank == 4 and "15.0 s after the other 7" in d.suspects[0].reason
+
+
+def test_a_late_collective_needs_seconds_not_a_steps_jitter() -> None:
+    from bot.logs.flight_recorder import FrDump, FrEntry, analyze_dumps
+
+    def dump(rank: int, created_s: float) -> FrDump:
+        e = FrEntry("0/default_pg", 1, "gloo:all_reduce", "[[1024]]", "scheduled",
+                    "job.py:212 (<module>)", "['Float']", int(created_s * 1e9))
+        return FrDump(f"fr_trace_{rank}", rank, "2.10", [e])
+
+    jitter = analyze_dumps([dump(r, 100 + r * 0.2) for r in range(4)])
+    assert not [f for f in jitter if f.kind == "late"]
+    late = [f for f in analyze_dumps([dump(0, 100), dump(1, 100.1), dump(2, 100.05),
+                                      dump(3, 112)]) if f.kind == "late"]
+    assert [f.ranks for f in late] == [[3]] and "11.9 s after" in late[0].text
+    untimed = [FrDump("fr_trace_0", 0, "2.10", [FrEntry("0/default_pg", 1, "gloo:all_reduce",
+                                                        "[[4]]", "scheduled", "x")])] * 2
+    assert not [f for f in analyze_dumps(untimed) if f.kind == "late"]
+
+
+def test_the_store_host_that_expects_more_ranks_than_the_job_left_files_for() -> None:
+    # `wrong_world` on rank 0 of three, one file per rank: rank 0 hosts the env:// store and
+    # counts "3/4 clients joined"; ranks 1 and 2 wait for rank 0's key. Three rank files,
+    # three clients: no rank is missing, rank 0's WORLD_SIZE is larger
+    _, d = _diagnose("slurm3-files-wrong_world-rank0")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 0 and "WORLD_SIZE is larger" in d.suspects[0].reason
+
+
+def test_the_rank_that_never_started_is_named_not_the_store_host_counting_clients() -> None:
+    # `nojoin` on rank 3 of four, interleaved `srun -l` output: rank 3 exits before joining
+    # and prints nothing; rank 0 counts "3/4 clients joined" in TCPStore's code, which is not
+    # another code path of the job
+    _, d = _diagnose("slurm4-nojoin-rank3")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 3
+    assert not any("another code path" in s.reason for s in d.suspects)
+
+
+def test_under_accelerate_a_peer_that_exited_with_code_0_is_a_rank_that_left_early() -> None:
+    # `exit0_early` on rank 1 of two under accelerate (no rank prefix on rank 1's lines):
+    # torchrun's one failure is rank 0, which lost its peer, "<NO_OTHER_FAILURES>", and no
+    # worker was left to stop. The world size is not in the text, so no rank is named
+    # above the victim; the category is the early exit
+    _, d = _diagnose("accelerate2-exit0_early-rank1")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert d.crossrank.left_cleanly
+
+
+def test_a_preempted_second_node_is_the_crash_not_torchruns_stop() -> None:
+    # SEALED-4 `node_preempt`, recorded after its one run (the rules were frozen before it):
+    # both ranks of node 2 are SIGTERMed from outside at the last step; node 2's agent records
+    # them (exitcode -15) without having sent a closing signal, node 1's agent stops rank 1
+    # itself ("Sending process ... closing signal SIGTERM") after rank 0 lost node 2
+    _, d = _diagnose("2node-node_preempt-node2")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (2, "gpu-node-02")
+    assert "from outside the launcher" in d.suspects[0].reason
+    assert 1 not in d.crossrank.killed_outside
+
+
+def test_the_other_agents_keep_alive_failures_are_the_store_host_leaving() -> None:
+    # `exception` on rank 0 (node 1, the c10d store's host) at its first step, before any
+    # collective (--offset 2): nodes 2 and 3 print only their agents' store and rendezvous
+    # errors, after "failed to send a keep-alive heartbeat": the rendezvous had completed
+    report, d = _diagnose("3node-logdir-exception-rank0")
+    assert report.facts.get("rdzv_keepalive_failed")
+    assert d.root_causes[0].category == "rank_crashed"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (0, "gpu-node-01")
