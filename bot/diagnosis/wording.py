@@ -128,6 +128,13 @@ REASONS: tuple[Wording, ...] = tuple(Wording(en, zh) for en, zh in (
      "barrier) while the other ranks lost or waited for them: they left the job early",
      "{host} 上的所有 worker 都以退出码 0 退出（其 torchrun agent 在 exit barrier 处等待），"
      "而其他 rank 失去了它们或在等它们：它们提前离开了作业"),
+    ("torchrun's one failure is a rank that lost a peer, and no other worker was left to "
+     "stop: the others had exited with code 0, leaving the job early",
+     "torchrun 记录的唯一失败是一个失去了对端的 rank，且没有其他 worker 需要停止：其他 rank 已"
+     "以退出码 0 退出，提前离开了作业"),
+    ("a rank that exits cleanly while the others still run collectives took another code "
+     "path (fewer steps)", "一个在其他 rank 仍在做集合通信时正常退出的 rank 走了另一条代码路径"
+     "（步数更少）"),
     ("the ranks on {host} may have taken another code path (fewer steps) and finished early",
      "{host} 上的 rank 可能走了另一条代码路径（步数更少），因而提前结束"),
     ("{type} raised while other ranks timed out", "其他 rank 超时的同时抛出了 {type}"),
