@@ -274,6 +274,9 @@ REASONS: tuple[Wording, ...] = tuple(Wording(en, zh) for en, zh in (
     ("a rank wrote no dump and no error while the others waited for it in a collective: it was "
      "busy or stuck elsewhere (Flight Recorder)", "某个 rank 既没有写出记录也没有报错，而其他 rank "
      "在集合通信中等它：它在别处忙碌或卡住（Flight Recorder）"),
+    ("a rank scheduled a collective seconds after the others, which waited in it for that "
+     "rank (Flight Recorder)", "某个 rank 比其他 rank 晚了若干秒才发起集合通信，其他 rank 一直在"
+     "其中等它（Flight Recorder）"),
     ("a rank left no Flight Recorder dump while the others waited for it",
      "某个 rank 没有留下 Flight Recorder 记录，而其他 rank 在等它"),
     ("a rank left no Flight Recorder dump: it may have died",
