@@ -186,14 +186,18 @@ def test_the_words_hold_on_threads_the_cuts_never_saw() -> None:
 def test_a_lead_the_log_does_not_name_is_never_possible() -> None:
     """Beside a log, a cause that rests only on the past incidents the log resembles (and the
     question's words) is at most unclear; the log's own evidence (a signature, a rule) or an
-    answered question may make it possible; without a log the question alone may."""
+    answered question may make it possible; without a log the question alone may, when its
+    two readings agree."""
     from bot.diagnosis.engine import capped_certainty, grounded
 
     cuts = {g: (0.9, 0.3) for g in GROUPS}
     assert certainty(0.5, {"nearest"}, cuts) == "weak"
     assert certainty(0.5, {"nearest", "rule"}, cuts) == "possible"
     assert certainty(0.5, {"nearest", "fact"}, cuts) == "possible"
-    assert certainty(0.5, {"question"}, cuts) == "possible"  # ask without a log
+    # ask without a log: when the cards it reads like and the past threads whose questions
+    # resemble it agree (`asked`), not on one reading alone
+    assert certainty(0.5, {"question", "asked"}, cuts) == "possible"
+    assert certainty(0.5, {"question", "specific"}, cuts) == "weak"
     assert certainty(0.5, {"question"}, cuts, log_given=True) == "weak"
     # ask --log: the log alone did not name it
     assert capped_certainty(0.5, frozenset({"question", "nearest"}), (0.0, frozenset(), None),
