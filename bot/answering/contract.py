@@ -115,7 +115,7 @@ class RootCauseOut(_Model):
                           "signature fired, or its incidents are the nearest ones)")
     kinds: list[str] = Field(default_factory=list, description="the kinds of evidence "
                              "behind the category: signature, detected, rule, nearest, "
-                             "question, fact")
+                             "question, specific, asked, fact")
 
 
 class SuspectOut(_Model):

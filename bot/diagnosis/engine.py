@@ -84,8 +84,9 @@ CLOSE = 0.15
 #: that find no failure in the log say no word and are left out; a group with too few causes
 #: below its likely cut to check `possible` on (detected, agreed) says none. Applied to
 #: threads never tuned on (dev, cuts fit on each split's training threads; README table):
-#: likely 91-97% right on 33-34% of analyze answers and possible 75-81% in grouped 5-fold,
-#: leave-one-repo-out and time-ordered CV; ask --log likely 90-97%, possible 72-77%.
+#: likely 89-97% right on 32-34% of analyze answers and possible 77-88% in grouped 5-fold,
+#: leave-one-repo-out and time-ordered CV; ask --log likely 89-97%, possible 73-79% (138
+#: incidents, with `named`; the shipped cuts themselves: possible 72-80% and 75-79%).
 #: `UNCONTESTED` and `CLOSE` were chosen on the same grouped CV (0.7/0.8/0.9; 0.05-0.2).
 CERTAINTY_CUTS: Cuts = {"detected": (0.68, 0.68), "agreed": (0.54, 0.54),
                         "uncontested": (0.51, 0.21), "log": (1.01, 0.26),
@@ -450,15 +451,18 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
                   for c in (n.doc.card, n.incident.card if n.incident else None) if c}
     first_cards = cards_on_lines(report, cr.first_failure.evidence if cr.first_failure else [])
 
-    def order(category: str, score: float) -> tuple[float, float, float, str]:
+    def order(category: str, score: float) -> tuple[float, float, float, bool, str]:
         """Best first; an exact tie of scores goes to the category the log itself names more
         strongly (its strongest clue), then to the one that led before the answered
-        questions, then by id: never to the order the evidence was added in."""
+        questions, then to a cause before a timeout category (the other ranks' symptom, as
+        in the causal order above), then by id: never to the order the evidence came in."""
         return (-round(score, 9), -clue.get(category, 0.0),
-                -round(before_facts.get(category, 0.0), 9), category)
+                -round(before_facts.get(category, 0.0), 9), category in TIMEOUT_CATEGORIES,
+                category)
 
     ranked = sorted(((c, v) for c, v in scores.items() if v > 0), key=lambda kv: order(*kv))
-    keys: dict[int, tuple[float, float, float, str]] = {}  # each cause's place (its raw score)
+    # each cause's place in the answer, by its raw score
+    keys: dict[int, tuple[float, float, float, bool, str]] = {}
     shown = [(c, v) for c, v in ranked if v >= SHOW_AT_LEAST] or ranked[:3]  # never empty
     if has_evidence and len(shown) < MIN_CANDIDATES:
         shown += _fill(ranked, neighbours, {c for c, _ in shown}, why)

@@ -363,3 +363,19 @@ def test_an_exact_tie_is_not_broken_by_the_order_evidence_came_in() -> None:
     first, second = d.root_causes[:2]
     assert first.score == second.score  # a real tie
     assert first.category == "network_interface" and "rule" in first.kinds
+
+
+def test_a_tie_between_a_cause_and_a_timeout_symptom_goes_to_the_cause() -> None:
+    """pytorch/torchtune (rank 0's save raised a KeyError while the others waited in an
+    all-gather; the cause was rank 0's crash): 'rank 0 may have died' and 'ranks may have
+    issued different collectives' score exactly alike on the log; the crash, a cause, is
+    listed before the timeout category, the other ranks' symptom (top-3 keeps the cause)."""
+    cards = list(bundled_cards())
+    case = next(i for i in load_incidents()
+                if i.id == "torchtune-gemma-rank0-save-keyerror-allgather-timeout")
+    report = analyzer_for(cards).analyze([text_source("train.log", case.log)])
+    causes = diagnose(report, cards).root_causes
+    score = {rc.category: rc.score for rc in causes}
+    assert score["rank_crashed"] == score["collective_mismatch"]
+    order = [rc.category for rc in causes]
+    assert order.index("rank_crashed") < order.index("collective_mismatch")
