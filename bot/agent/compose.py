@@ -24,6 +24,7 @@ from bot.answering.contract import (
     SuspectOut,
     decide_verdict,
     langs_of,
+    stated_certainty,
 )
 from bot.diagnosis.engine import certainty
 from bot.knowledge.cards import Card
@@ -39,12 +40,22 @@ def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "
     """The `Answer`, built once: with the notes, the similar incidents the agent's log
     analyses found, the probes run this turn, the `llm` field and the thread."""
     langs = langs_of(lang)
+    # the agent's answer is grounded in the cards it cites (validated before this)
+    # the agent's confidence, for cards it read evidence for, is held to the log's cuts
+    # (its lead over its next cause decides whether it stands alone, as in the engine)
+    causes = answer.root_causes
+    words = [certainty(rc.confidence, {"rule"}, margin=rc.confidence - max(
+        (o.confidence for o in causes if o is not rc), default=0.0)) for rc in causes]
+    verdict = decide_verdict(words[0] if words else None,
+                             logs_given=False, log_failure=False, grounded_question=True)
     root_causes = []
-    for rc in answer.root_causes:
+    for rc, word in zip(causes, words, strict=True):
         card = cards[rc.card]
         cat = category(rc.category)
         root_causes.append(RootCauseOut(
             category=rc.category, card=rc.card, confidence=round(rc.confidence, 3),
+            # stated as the verdict tells it (likely only when diagnosed)
+            certainty=stated_certainty(word, verdict),
             evidence=[EvidenceLine.model_validate(e.model_dump()) for e in rc.evidence],
             category_name={lg: getattr(cat, lg) for lg in langs},
             why=[rc.why] if rc.why else [],
@@ -55,15 +66,6 @@ def compose_answer(answer: AgentAnswer, cards: Mapping[str, Card], lang: str = "
                            for lg in langs})
              for s in answer.remediation]
     top = cards[answer.root_causes[0].card] if answer.root_causes else None
-    # the agent's answer is grounded in the cards it cites (validated before this)
-    # the agent's confidence, for cards it read evidence for, is held to the log's cuts
-    # (its lead over its next cause decides whether it stands alone, as in the engine)
-    causes = answer.root_causes
-    lead = causes[0].confidence - max((rc.confidence for rc in causes[1:]), default=0.0) \
-        if causes else 0.0
-    verdict = decide_verdict(certainty(causes[0].confidence, {"rule"}, margin=lead)
-                             if causes else None,
-                             logs_given=False, log_failure=False, grounded_question=True)
     suggested = [ProbeSuggestion(node=p.node, preset=p.preset, reason=p.reason)
                  for p in answer.probes]
     for prop in proposals:

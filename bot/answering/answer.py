@@ -20,6 +20,7 @@ from bot.answering.contract import (
     SimilarIncident,
     Verdict,
     langs_of,
+    stated_certainty,
 )
 from bot.diagnosis.engine import Diagnosis, RootCause
 from bot.diagnosis.facts import deciding_question
@@ -150,20 +151,24 @@ def why_in(reason: str, lang: str) -> str:
     return reason_zh(reason) if lang == "zh" else reason
 
 
-def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang]) -> RootCauseOut:
+def root_cause_out(rc: RootCause, card: Card | None, langs: Sequence[Lang],
+                   verdict: Verdict | None = None) -> RootCauseOut:
+    """A cause as the answer states it (its certainty as the `verdict` tells it,
+    `stated_certainty`)."""
     cat = category(rc.category)
+    word = stated_certainty(rc.certainty, verdict) if verdict else rc.certainty
     # a Chinese answer's reasons in Chinese (with both languages, the English ones)
     why = [why_in(w, "zh" if list(langs) == ["zh"] else "en") for w in rc.why]
     if card is None and rc.local is not None:  # something new this team resolved: its title
         return RootCauseOut(
-            category=rc.category, card=None, confidence=rc.confidence, certainty=rc.certainty,
+            category=rc.category, card=None, confidence=rc.confidence, certainty=word,
             evidence=[e.out() for e in rc.evidence],
             category_name={lg: getattr(cat, lg) for lg in langs}, why=why,
             title={lg: rc.local.title for lg in langs}, remediation={}, local=rc.local.id,
             kinds=sorted(rc.kinds))
     return RootCauseOut(
         category=rc.category, card=rc.card, confidence=rc.confidence,
-        certainty=rc.certainty,
+        certainty=word,
         evidence=[e.out() for e in rc.evidence],
         category_name={lg: getattr(cat, lg) for lg in langs}, why=why,
         title={lg: getattr(card.title, lg) for lg in langs} if card else {},
@@ -206,10 +211,10 @@ def build_answer(
     by_id = {c.id: c for c in cards}
     langs = langs_of(lang)
     one = "zh" if list(langs) == ["zh"] else "en"  # the language of one-language fields
-    root_causes = [root_cause_out(rc, by_id.get(rc.card or ""), langs)
+    verdict = verdict or diagnosis.verdict
+    root_causes = [root_cause_out(rc, by_id.get(rc.card or ""), langs, verdict)
                    for rc in diagnosis.root_causes]
     top = root_causes[0] if root_causes else None
-    verdict = verdict or diagnosis.verdict
     top_card = by_id.get(top.card or "") if top else None
     # a card's steps only when the answer is decided and that card's own evidence matched
     confident = verdict == "diagnosed" and top_card is not None and diagnosis.root_causes[0] \

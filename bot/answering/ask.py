@@ -149,11 +149,14 @@ def compose_diagnosis(question: str, cards: Sequence[Card], hits: Sequence[Hit],
     scale = SCALE_LOG_DECISIVE if log_decisive else SCALE_SPECIFIC if specific else SCALE_VAGUE
     has_log = report is not None and report.evidence_found
     # a decisive log is not outvoted by what the question resembles
-    extra = [*question_signals(hits, scale),
-             *([] if log_decisive else asked_signals(asked, asked_weight))]
+    resembles = [] if log_decisive else asked_signals(asked, asked_weight)
+    extra = [*question_signals(hits, scale), *resembles]
     diagnosis = diagnose(report or LogReport(), cards, extra=extra,
                          neighbours=log_diagnosis.neighbours if log_diagnosis else None,
                          facts=facts)
+    for rc in diagnosis.root_causes:  # the family the past threads like this one mostly had
+        if resembles and rc.category == resembles[0].category:
+            rc.kinds = rc.kinds | {"asked"}
     if log_diagnosis is not None and report is not None:
         cap_by_log(diagnosis, log_diagnosis)
     by_cat: dict[str, str] = {}

@@ -59,16 +59,32 @@ def decide_verdict(top_certainty: str | None, *, logs_given: bool, log_failure: 
     """The one rule for an answer's verdict.
 
     - logs were given but show no failure: `no_evidence` (a question cannot turn an
-      evidence-free log into a diagnosis; candidates are still listed);
-    - a leading cause that is `likely`, backed by failure evidence in the logs or by a
-      question (or an LLM answer) that points at one card: `diagnosed`;
+      evidence-free log into a diagnosis; candidates are still listed, each "unclear");
+    - a leading cause that is `likely`, backed by failure evidence in the logs or, without
+      a log, by a question (or an LLM answer) that points at one card: `diagnosed`;
     - otherwise `unknown` (a `possible` cause is a candidate, not a diagnosis).
+
+    The certainty each cause is stated with follows the verdict (`stated_certainty`), so
+    `diagnosed` and a `likely` leading cause always go together.
     """
     if logs_given and not log_failure:
         return "no_evidence"
     if top_certainty != "likely":
         return "unknown"
     return "diagnosed" if log_failure or grounded_question else "unknown"
+
+
+def stated_certainty(certainty: str | None, verdict: str) -> Certainty | None:
+    """The certainty an answer states for a cause, telling the verdict's story everywhere
+    (CLI, `--json`, Slack): with `no_evidence` every candidate is unclear (`weak`: the logs
+    show no failure); a cause the verdict does not call a diagnosis is at most `possible`
+    (e.g. a question alone, no log, that does not point at one card: no ground for
+    `likely`); `likely` is said only of a `diagnosed` answer's leading cause."""
+    if certainty not in ("likely", "possible", "weak"):
+        return None
+    if verdict == "no_evidence" or certainty == "weak":
+        return "weak"
+    return "likely" if certainty == "likely" and verdict == "diagnosed" else "possible"
 
 
 class _Model(BaseModel):
@@ -99,7 +115,7 @@ class RootCauseOut(_Model):
                           "signature fired, or its incidents are the nearest ones)")
     kinds: list[str] = Field(default_factory=list, description="the kinds of evidence "
                              "behind the category: signature, detected, rule, nearest, "
-                             "question, fact")
+                             "question, specific, asked, fact")
 
 
 class SuspectOut(_Model):

@@ -61,8 +61,9 @@ DETECTED = 0.8
 #: structural rule that compares ranks or reads a decisive line, strength >= DETECTED),
 #: `rule` (a weaker structural rule), `nearest` (past incidents near the log voted for it),
 #: `question` (only the question's wording points at it), `specific` (the question points
-#: at one of its cards), `fact` (an answered deciding question supports it).
-KINDS = ("signature", "detected", "rule", "nearest", "question", "specific", "fact")
+#: at one of its cards), `asked` (it is what most of the past threads whose questions read
+#: like this one turned out to be), `fact` (an answered deciding question supports it).
+KINDS = ("signature", "detected", "rule", "nearest", "question", "specific", "asked", "fact")
 #: The groups certainty is calibrated in, strongest first: a direct detection; a card's
 #: signature that the nearest past incidents agree with; other evidence in the log with no
 #: rival (`uncontested`); other evidence in the log; only a question that points at one card;
@@ -83,8 +84,9 @@ CLOSE = 0.15
 #: that find no failure in the log say no word and are left out; a group with too few causes
 #: below its likely cut to check `possible` on (detected, agreed) says none. Applied to
 #: threads never tuned on (dev, cuts fit on each split's training threads; README table):
-#: likely 91-97% right on 33-34% of analyze answers and possible 75-81% in grouped 5-fold,
-#: leave-one-repo-out and time-ordered CV; ask --log likely 90-97%, possible 72-77%.
+#: likely 89-97% right on 32-34% of analyze answers and possible 77-88% in grouped 5-fold,
+#: leave-one-repo-out and time-ordered CV; ask --log likely 89-97%, possible 73-79% (138
+#: incidents, with `named`; the shipped cuts themselves: possible 72-80% and 75-79%).
 #: `UNCONTESTED` and `CLOSE` were chosen on the same grouped CV (0.7/0.8/0.9; 0.05-0.2).
 CERTAINTY_CUTS: Cuts = {"detected": (0.68, 0.68), "agreed": (0.54, 0.54),
                         "uncontested": (0.51, 0.21), "log": (1.01, 0.26),
@@ -97,16 +99,46 @@ CERTAINTY_CUTS: Cuts = {"detected": (0.68, 0.68), "agreed": (0.54, 0.54),
 OWN = frozenset({"signature", "detected", "rule", "fact"})
 
 
-def grounded(kinds: frozenset[str] | set[str], log_given: bool = False) -> bool:
+#: A rule gives each clue a strength: about how often that line means that cause. Below this
+#: a clue is a hint that mostly means something else (ncclInternalError on one node, 0.2;
+#: ncclRemoteError as a network fault, 0.2): a lead the log gives only such hints for is
+#: unclear, however the neighbours and the question add up (`named`).
+HINT = 0.3
+
+#: (the strongest clue the log itself gives for a cause, the strongest it gives for any other
+#: category): a signature's or a rule's strength, or an answered question's
+Clues = tuple[float, float]
+
+
+def named(clues: Clues | None) -> bool:
+    """Whether the log itself names a cause: its own strongest clue is at least a `HINT` and
+    no other category has a stronger one of its own (None: not known, no such rule). A lead
+    that the noisy-OR puts first on weak hints and neighbours while another family has the
+    log's strongest clue is a close call between them, not a candidate to bet on. Of the
+    leads the shipped cuts said `possible` on dev (138 incidents), those without it were
+    right 0 of 3 `analyze` answers in grouped, leave-one-repo-out and time-ordered CV alike,
+    and 1 of 5, 1 of 3, 1 of 3 `ask --log` answers; with it, `possible` is right 80%, 80%,
+    72% (`analyze`) and 79%, 79%, 75% (`ask --log`) (benchmarks/calibration.py)."""
+    return clues is None or (clues[0] >= HINT - 1e-9 and clues[0] >= clues[1])
+
+
+def grounded(kinds: frozenset[str] | set[str], log_given: bool = False,
+             clues: Clues | None = None) -> bool:
     """Whether a cause may be `possible`: with a log (`log_given`, or its kinds show one: the
-    nearest past incidents voted), only when the log itself names it (`OWN`). Beside a log,
-    a non-likely lead that rests only on what the log resembles and the question's words was
-    right 10 of 22 times in grouped CV, 7/20 leaving its repository out and 3/13 on newer
-    threads (dev `ask --log`, benchmarks/calibration.py); without a log there is no such
-    rule."""
+    nearest past incidents voted), only when the log itself names it (`OWN`, and `named`
+    by its `clues` when known). Beside a log, a non-likely lead that rests only on what the
+    log resembles and the question's words was right 10 of 22 times in grouped CV, 7/20
+    leaving its repository out and 3/13 on newer threads (dev `ask --log`,
+    benchmarks/calibration.py). Without a log, only when two independent readings of the
+    question agree: the cards it reads like and the past threads whose questions resemble
+    it (`asked`). Question-only leads said `possible` were right 17/21, 13/18 and 16/18
+    times with that agreement and 8/15, 7/15 and 5/11 without (grouped, leave-one-repo-out,
+    time-ordered CV, dev `ask`)."""
     if kinds & OWN:
-        return True
-    return not (log_given or "nearest" in kinds)
+        return named(clues)
+    if log_given or "nearest" in kinds:
+        return False
+    return "asked" in kinds
 
 
 def uncontested(confidence: float, margin: float | None) -> bool:
@@ -129,18 +161,18 @@ def group_of(kinds: frozenset[str] | set[str], alone: bool = False) -> str:
 
 def certainty(confidence: float, kinds: frozenset[str] | set[str] = frozenset(),
               cuts: Cuts | None = None, margin: float | None = None,
-              log_given: bool = False) -> str:
+              log_given: bool = False, clues: Clues | None = None) -> str:
     """The confidence of a root cause in words: likely, possible or weak, from the cuts of
     its evidence group (`CERTAINTY_CUTS`, chosen by grouped cross-validation). `margin`: a
     cause's lead over the best other category; within `CLOSE` (or behind) it is never
     `possible` (None: not known, no such rule); nor is a cause the log does not name itself
-    (`grounded`; `log_given`: a log was read)."""
+    (`grounded`; `log_given`: a log was read; `clues`: see `named`)."""
     likely_from, possible_from = (cuts or CERTAINTY_CUTS)[
         group_of(kinds, uncontested(confidence, margin))]
     if confidence >= likely_from and (margin is None or margin > 0):
         return "likely"  # only a leading cause: one behind another is never more than weak
     if confidence >= possible_from and (margin is None or margin >= CLOSE) \
-            and grounded(kinds, log_given):
+            and grounded(kinds, log_given, clues):
         return "possible"
     return "weak"
 
@@ -184,12 +216,16 @@ class RootCause:
     margin: float | None = None
     #: the log shows no failure (only the silence after NCCL's set-up): at most "unclear"
     unfailed: bool = False
+    #: the strongest clue the log gives for this category and for any other (`named`);
+    #: None when not known
+    clues: Clues | None = None
 
     @property
     def certainty(self) -> str:
         if self.unfailed:
             return "weak"
-        return capped_certainty(self.confidence, self.kinds, self.log_alone, margin=self.margin)
+        return capped_certainty(self.confidence, self.kinds, self.log_alone, margin=self.margin,
+                                clues=self.clues)
 
 
 #: what the log alone said of a category: (confidence, kinds, margin)
@@ -197,11 +233,13 @@ Alone = tuple[float, frozenset[str], float | None]
 
 
 def capped_certainty(confidence: float, kinds: frozenset[str], log_alone: Alone | None,
-                     cuts: Cuts | None = None, margin: float | None = None) -> str:
+                     cuts: Cuts | None = None, margin: float | None = None,
+                     clues: Clues | None = None) -> str:
     """A cause's certainty; with a question beside a log, `likely` only when the log alone
     says `likely` for it: the question ranks, but cannot make a cause certain; and
     `possible` only when the log itself names it (`grounded`)."""
-    word = certainty(confidence, kinds, cuts, margin, log_given=log_alone is not None)
+    word = certainty(confidence, kinds, cuts, margin, log_given=log_alone is not None,
+                     clues=clues)
     if word == "likely" and log_alone is not None and \
             certainty(log_alone[0], log_alone[1], cuts, log_alone[2]) != "likely":
         return "possible"
@@ -350,6 +388,14 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
         if s.reason not in why[s.category]:
             why[s.category].append(s.reason)
         evidence[s.category].extend(s.evidence)
+    # the strongest clue the log itself gives for each category (`named`): a signature, or a
+    # rule that read a line; not an inference from silence (a candidate, not a clue)
+    clue: dict[str, float] = defaultdict(float)
+    for category, score in best_card_score.items():
+        clue[category] = max(clue[category], score)
+    for s in (sigs if extra_observed else log_sigs):
+        if not s.from_silence:
+            clue[s.category] = max(clue[s.category], s.strength)
     has_evidence = report.shows_failure or bool(sigs)
     if not has_evidence:
         neighbours = []
@@ -378,11 +424,13 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
                 if incidents is not None:
                     evidence[category].extend(_shared_lines(report, voters[0], incidents))
 
+    before_facts = {c: noisy_or(v) for c, v in parts.items()}
     answered = fact_evidence(facts or {})
     for category, (strength, reason) in answered.supports.items():
         parts[category].append(strength)
         kinds[category].add("fact")
         why[category].insert(0, reason)
+        clue[category] = max(clue[category], strength)
     scores = {c: noisy_or(v) for c, v in parts.items()}
     for category, (factor, reason) in answered.rules_out.items():
         if category in scores:
@@ -402,7 +450,19 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
     near_cards = {c for n in neighbours[: fusion.votes.k] if n.score >= fusion.votes.floor
                   for c in (n.doc.card, n.incident.card if n.incident else None) if c}
     first_cards = cards_on_lines(report, cr.first_failure.evidence if cr.first_failure else [])
-    ranked = sorted(((c, v) for c, v in scores.items() if v > 0), key=lambda kv: -kv[1])
+
+    def order(category: str, score: float) -> tuple[float, float, float, bool, str]:
+        """Best first; an exact tie of scores goes to the category the log itself names more
+        strongly (its strongest clue), then to the one that led before the answered
+        questions, then to a cause before a timeout category (the other ranks' symptom, as
+        in the causal order above), then by id: never to the order the evidence came in."""
+        return (-round(score, 9), -clue.get(category, 0.0),
+                -round(before_facts.get(category, 0.0), 9), category in TIMEOUT_CATEGORIES,
+                category)
+
+    ranked = sorted(((c, v) for c, v in scores.items() if v > 0), key=lambda kv: order(*kv))
+    # each cause's place in the answer, by its raw score
+    keys: dict[int, tuple[float, float, float, bool, str]] = {}
     shown = [(c, v) for c, v in ranked if v >= SHOW_AT_LEAST] or ranked[:3]  # never empty
     if has_evidence and len(shown) < MIN_CANDIDATES:
         shown += _fill(ranked, neighbours, {c for c, _ in shown}, why)
@@ -418,6 +478,7 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
             causes[-1].kinds = frozenset({*kinds.get(category, ()), "nearest"})
             # the team's incident is this cause's own evidence; its card matched through it
             causes[-1].card_matched = chosen_card is not None
+            keys[id(causes[-1])] = order(category, score)
             continue
         card = pick_card(category, cards, card_scores, evidence[category], first_cards)
         entries = [(card, score)]
@@ -437,8 +498,12 @@ def diagnose(report: LogReport, cards: Sequence[Card], extra: Sequence[Signal] =
             rc.card_matched = chosen is not None and (
                 bool(card_scores.get(chosen.id)) or chosen.id in near_cards)
             causes.append(rc)
-    causes.sort(key=lambda c: -c.score)
+            keys[id(rc)] = order(category, entry_score)
+    causes.sort(key=lambda c: (*keys[id(c)], c.card or ""))
     causes = causes[:5]
+    for rc in causes:
+        rc.clues = (round(clue.get(rc.category, 0.0), 3),
+                    round(max((v for c, v in clue.items() if c != rc.category), default=0.0), 3))
     for rc in causes:  # the lead over the best other category (below the first: behind it)
         rc.margin = round(rc.confidence - max(
             (o.confidence for o in causes if o.category != rc.category), default=0.0), 3)

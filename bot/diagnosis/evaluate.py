@@ -23,6 +23,7 @@ from bot.diagnosis.engine import (
     GROUPS,
     UNCALIBRATED,
     Alone,
+    Clues,
     Cuts,
     Diagnosis,
     Fusion,
@@ -263,13 +264,17 @@ class Outcome:
     verdict: str = ""
     #: the leading cause's category
     category: str = ""
+    #: the strongest clue the log gives for the leading category and for any other
+    #: (`engine.named`); None: not known
+    clues: Clues | None = None
 
     def word(self, cuts: Cuts | None = None) -> str:
         """The certainty word the answer gives its leading cause; an answer whose verdict
         is `no_evidence` heads with "the log shows no failure" and claims none (weak)."""
         if self.verdict == "no_evidence":
             return "weak"
-        return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts, self.margin)
+        return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts, self.margin,
+                                self.clues)
 
     @property
     def group(self) -> str:
@@ -336,7 +341,7 @@ def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
         likely = _lowest_cut(points, TARGETS["likely"], margin)
         below = [(o.confidence, o.top1) for o in rows
                  if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)
-                 and grounded(o.kinds, o.log_alone is not None)]
+                 and grounded(o.kinds, o.log_alone is not None, o.clues)]
         # too few cases below the likely cut to check `possible` on: it is not said (a cause
         # of the group below its likely cut is unclear)
         possible = min(likely, _lowest_cut(below, TARGETS["possible"], margin)
@@ -379,7 +384,8 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | N
                    top.kinds if top else frozenset(), judged.top1, judged.top3,
                    round((top.confidence if top else 0.0) - second, 3),
                    bool(top and top.card_matched), top.log_alone if top else None,
-                   verdict or diagnosis.verdict, top.category if top else "")
+                   verdict or diagnosis.verdict, top.category if top else "",
+                   top.clues if top else None)
 
 
 # -- harder splits: new repositories, newer threads --------------------------------------------

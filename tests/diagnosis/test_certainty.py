@@ -186,14 +186,18 @@ def test_the_words_hold_on_threads_the_cuts_never_saw() -> None:
 def test_a_lead_the_log_does_not_name_is_never_possible() -> None:
     """Beside a log, a cause that rests only on the past incidents the log resembles (and the
     question's words) is at most unclear; the log's own evidence (a signature, a rule) or an
-    answered question may make it possible; without a log the question alone may."""
+    answered question may make it possible; without a log the question alone may, when its
+    two readings agree."""
     from bot.diagnosis.engine import capped_certainty, grounded
 
     cuts = {g: (0.9, 0.3) for g in GROUPS}
     assert certainty(0.5, {"nearest"}, cuts) == "weak"
     assert certainty(0.5, {"nearest", "rule"}, cuts) == "possible"
     assert certainty(0.5, {"nearest", "fact"}, cuts) == "possible"
-    assert certainty(0.5, {"question"}, cuts) == "possible"  # ask without a log
+    # ask without a log: when the cards it reads like and the past threads whose questions
+    # resemble it agree (`asked`), not on one reading alone
+    assert certainty(0.5, {"question", "asked"}, cuts) == "possible"
+    assert certainty(0.5, {"question", "specific"}, cuts) == "weak"
     assert certainty(0.5, {"question"}, cuts, log_given=True) == "weak"
     # ask --log: the log alone did not name it
     assert capped_certainty(0.5, frozenset({"question", "nearest"}), (0.0, frozenset(), None),
@@ -303,3 +307,75 @@ def test_the_deciding_question_tells_the_leaders_apart() -> None:
     # a timeout that does not say why: the topology and network faults it may hide count
     q = deciding_question([("timeout_too_short", 0.3), ("straggler_or_imbalance", 0.2)], {})
     assert q is not None and q.id == "fewer_gpus"
+
+
+def test_a_lead_the_log_only_hints_at_or_gives_a_weaker_clue_for_is_unclear() -> None:
+    """`possible` needs the log to name the cause (`engine.named`): its own strongest clue at
+    least a `HINT`, and no other category with a stronger clue of its own. `likely` is not
+    touched by the rule; unknown clues (None) leave it out."""
+    from bot.diagnosis.engine import HINT, named
+
+    cuts = {g: (0.9, 0.2) for g in GROUPS}
+    assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=(0.45, 0.3)) == "possible"
+    assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=(HINT - 0.1, 0.0)) == "weak"
+    assert certainty(0.5, {"rule", "nearest"}, cuts, margin=0.3, clues=(0.35, 0.45)) == "weak"
+    assert certainty(0.5, {"rule"}, cuts, margin=0.3) == "possible"
+    assert certainty(0.95, {"rule"}, cuts, margin=0.5, clues=(0.2, 0.6)) == "likely"
+    assert named(None) and named((HINT, HINT)) and not named((0.6, 0.61))
+
+
+def test_a_timeout_lead_beside_a_stronger_clue_for_another_family_is_unclear() -> None:
+    """verl-project/verl#1420: a rollout's watchdog timeout whose cause was the RL weight
+    sync. The timeout family leads on several weak clues, but the log's strongest clue of its
+    own is for the weight sync: the lead is unclear, not `possible`."""
+    cards = list(bundled_cards())
+    case = next(i for i in load_incidents()
+                if i.id == "verl-1420-sglang-build-rollout-mesh-tp-watchdog")
+    report = analyzer_for(cards).analyze([text_source("rollout.log", case.log)])
+    top = diagnose(report, cards).root_causes[0]
+    assert top.category == "timeout_too_short" and top.clues is not None
+    own, rival = top.clues
+    assert rival > own
+    assert certainty(top.confidence, top.kinds, margin=top.margin) == "possible"  # without
+    assert top.certainty == "weak"
+    rl = next(rc for rc in diagnose(report, cards).root_causes
+              if rc.category == "rl_weight_sync")
+    assert rl.clues is not None and rl.clues[0] == rival
+
+
+def test_an_exact_tie_is_not_broken_by_the_order_evidence_came_in() -> None:
+    """Two causes with the same score: the order they were added in does not decide; the
+    category the log itself gives a clue for goes first (the real ncclInternalError line of
+    mila-iqia/milabench#183 against a question's equal pull towards shared memory)."""
+    from bot.diagnosis.rules import Signal
+    from bot.logs.model import LogReport
+
+    cards = list(bundled_cards())
+    a = Signal("version_incompatibility", 0.3, "the question reads like it")
+    b = Signal("device_assignment", 0.3, "the question reads like it")
+    one = [rc.category for rc in diagnose(LogReport(), cards, extra=[a, b]).root_causes]
+    other = [rc.category for rc in diagnose(LogReport(), cards, extra=[b, a]).root_causes]
+    assert one == other and set(one[:2]) == {a.category, b.category}
+
+    case = next(i for i in load_incidents() if i.id.startswith("milabench-183-"))
+    report = analyzer_for(cards).analyze([text_source("a.log", case.log)])
+    d = diagnose(report, cards, extra=[Signal("shm_ipc_container", 0.2, "the question")])
+    first, second = d.root_causes[:2]
+    assert first.score == second.score  # a real tie
+    assert first.category == "network_interface" and "rule" in first.kinds
+
+
+def test_a_tie_between_a_cause_and_a_timeout_symptom_goes_to_the_cause() -> None:
+    """pytorch/torchtune (rank 0's save raised a KeyError while the others waited in an
+    all-gather; the cause was rank 0's crash): 'rank 0 may have died' and 'ranks may have
+    issued different collectives' score exactly alike on the log; the crash, a cause, is
+    listed before the timeout category, the other ranks' symptom (top-3 keeps the cause)."""
+    cards = list(bundled_cards())
+    case = next(i for i in load_incidents()
+                if i.id == "torchtune-gemma-rank0-save-keyerror-allgather-timeout")
+    report = analyzer_for(cards).analyze([text_source("train.log", case.log)])
+    causes = diagnose(report, cards).root_causes
+    score = {rc.category: rc.score for rc in causes}
+    assert score["rank_crashed"] == score["collective_mismatch"]
+    order = [rc.category for rc in causes]
+    assert order.index("rank_crashed") < order.index("collective_mismatch")
