@@ -381,7 +381,7 @@ _ZH_KINDS: dict[str, str] = {
 
 def _summary(v: HangVerdict, lang: str = "en") -> str:
     if v.culprits:
-        return reason_in(v.culprits[0].reason, lang)
+        return reason_in(v.culprits[0].reason, lang).replace("; ", "；" if lang == "zh" else "; ")
     return _SUMMARIES.get(v.kind, _NOBODY)["zh" if lang == "zh" else "en"]
 
 
