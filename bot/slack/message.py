@@ -198,7 +198,8 @@ def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
         return ""
     inc = answer.similar_incidents[0]
     if inc.local:  # the team's own: where, when, what fixed it, who, the thread
-        return f"*{WORDS[lg]['seen']}*: {seen_line(inc, budget - len(WORDS[lg]['seen']) - 4)}"
+        return (f"*{WORDS[lg]['seen']}*{'：' if lg == 'zh' else ': '}"
+                f"{seen_line(inc, budget - len(WORDS[lg]['seen']) - 4, lg)}")
     title = esc(cut_words(seen_title(inc, lg),
                           max(20, budget // 2)))
     line = f"*{WORDS[lg]['seen']}*{'：' if lg == 'zh' else ': '}<{inc.source}|{title}>"
@@ -392,7 +393,7 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
         texts.append(sug)
     if answer.similar_incidents:
         texts.append(f"*{w['seen']}*\n" + "\n".join(
-            (f"• {seen_line(i, 240)}" if i.local else
+            (f"• {seen_line(i, 240, lg)}" if i.local else
              f"• <{i.source}|{esc(cut_words(seen_title(i, lg), 120))}> (`{i.category}`)"
              + (f": {esc(shorten(fix, 240))}" if (fix := resolution_in(i, lg)) else ""))
             for i in answer.similar_incidents[:3]))

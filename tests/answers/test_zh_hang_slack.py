@@ -13,7 +13,7 @@ import re
 from rich.console import Console
 
 from bot.answering.analysis import analyze_sources, answer_from_analysis, answer_hang
-from bot.answering.contract import Answer, ProbeSuggestion
+from bot.answering.contract import Answer, ProbeSuggestion, SimilarIncident
 from bot.answering.knowledge import bundled_cards
 from bot.knowledge.incidents import load_incidents
 from bot.logs.sources import text_source
@@ -21,6 +21,7 @@ from bot.render.lang import latin_prose
 from bot.render.terminal import render_answer
 from bot.slack.conversation import earlier_notes
 from bot.slack.message import details_message, first_message, message_text
+from bot.slack.resolve import resolved_message, seen_line
 from bot.state.threads import Candidate, ThreadState
 from tests.conftest import ROOT
 from tools.hang.model import HangSample, RankSample
@@ -126,3 +127,24 @@ def test_a_chinese_threads_note_on_an_earlier_candidate_is_chinese() -> None:
     (note,) = earlier_notes(ctx, answer, "zh")
     assert note == "本线程之前排在首位的候选是 firewall_ports（50%，卡片 some-card）；见“其他可能原因”。"
     assert earlier_notes(ctx, answer)[0].startswith("Earlier in this thread the leading")
+
+
+def test_a_teams_own_resolution_is_told_in_the_threads_language() -> None:
+    """The team's resolved incident in a Chinese answer's "seen before", and the note a
+    Chinese thread gets when someone resolves it (its buttons included)."""
+    fix = "把 NCCL_IB_GID_INDEX 设为 3。"
+    inc = SimilarIncident(source="https://example.slack.com/archives/C1/p1", title="t",
+                          category="infiniband_roce", resolution=fix, score=0.9, local=True,
+                          seen_in="C1", date="2026-11-12", resolved_by="UALICE")
+    zh = seen_line(inc, 600, "zh")
+    assert zh == ("2026-11-12 在 <#C1> 见过——修复方法：把 NCCL_IB_GID_INDEX 设为 3。（由 "
+                  "<@UALICE> 解决） · <https://example.slack.com/archives/C1/p1|线程>")
+    assert seen_line(inc).startswith("Seen in <#C1> on 2026-11-12 — fixed by ")
+    shown, text = resolved_message("inc-1", "UALICE", "infiniband_roce", fix, False, "", "zh")
+    said = shown[0]["text"]["text"]
+    assert said.endswith("修复方法：把 NCCL_IB_GID_INDEX 设为 3。以后同样的故障会首先给出这个原因。")
+    assert [e["text"]["text"] for e in shown[-1]["elements"]] == ["更正", "忘掉"]
+    assert text == "已解决: infiniband_roce"
+    assert not latin_prose(said + zh)
+    english, _ = resolved_message("inc-1", "UALICE", "infiniband_roce", "Set the GID.", True)
+    assert [e["text"]["text"] for e in english[-1]["elements"]] == ["Correct", "Forget"]
