@@ -13,6 +13,16 @@ On 2026-11-29 (154 logs, 924 texts), before issue 25's wording (510005a) and aft
 with English prose 1536 -> 514, runs 2674 -> 871, of which in the cards' and taxonomy's own
 Chinese 861 -> 863; outside it 1813 -> 8 (a card id joined to its title, a cut quote).
 
+Later that day (167 logs, 1002 texts), the knowledge's own Chinese was mended: it quoted
+English error strings and identifiers without backticks (100 runs in 41 cards, 2 taxonomy
+texts), which this count cannot tell from prose; they are in backticks now, so a run counts
+whoever wrote it. Runs 958 (9 outside the knowledge's own Chinese) -> 177 on a full run
+(166 in one taxonomy step quoting `Timeout(ms)=` bare, 3 in another, 5 where Slack's escaping
+of `<`/`>` met an incident's `resolution_zh`, 3 quotes cut by shortening) -> 0 on the 7 logs
+that held all 177, once those were in backticks too. The last column counts the texts showing
+what fixed the nearest past incident in Chinese (`resolution_zh`; before, a Chinese answer hid
+the fix): 426 of 1002 (analyze 105 of 167, Slack first message 72).
+
     .venv/bin/python scripts/zh_leaks.py            # totals per surface, the commonest runs
     .venv/bin/python scripts/zh_leaks.py --top 60   # more of them
     .venv/bin/python scripts/zh_leaks.py --ids a,b  # only these incidents (and the sample)
@@ -62,6 +72,8 @@ class Tally:
     runs: Counter[str] = field(default_factory=Counter)
     #: of the runs, those in the knowledge's own Chinese (cards, taxonomy)
     in_knowledge: Counter[str] = field(default_factory=Counter)
+    #: texts that show what fixed a past incident, in Chinese (its `resolution_zh`)
+    fixes: Counter[str] = field(default_factory=Counter)
     #: each run (normalised: digits as 0) -> how often, and one case it came from
     common: Counter[str] = field(default_factory=Counter)
     where: dict[str, str] = field(default_factory=dict)
@@ -97,13 +109,16 @@ def terminal(answer: Answer, details: bool) -> str:
     return buf.getvalue()
 
 
-def surfaces(ts: Troubleshooter, log: Path) -> dict[str, str]:
-    """Each surface's Chinese text for one log."""
+def surfaces(ts: Troubleshooter, log: Path) -> tuple[dict[str, str], set[str]]:
+    """Each surface's Chinese text for one log, and the Chinese resolutions its answers'
+    "seen before" could show."""
     analyzed = ts.answer(Question("", (str(log),), lang="zh", brief=False), llm=False,
                          strict=True)
     asked = ts.answer(Question(QUESTION, (str(log),), lang="zh"), llm=False, strict=True)
     # Slack keeps a thread's answer in both languages and shows it in the thread's
     thread = ts.answer(Question(QUESTION, (str(log),), lang="both"), llm=False, strict=True)
+    fixes = {i.resolution_zh for a in (analyzed, asked, thread) for i in a.similar_incidents
+             if i.resolution_zh}
     return {
         "analyze": terminal(analyzed, details=False),
         "analyze --details": terminal(analyzed, details=True),
@@ -111,7 +126,7 @@ def surfaces(ts: Troubleshooter, log: Path) -> dict[str, str]:
         "slack first": message_text(first_message(thread, "zh").blocks),
         "slack details": message_text(details_message(thread, "zh").blocks),
         "slack other causes": message_text(render_other_causes(thread, "zh").blocks),
-    }
+    }, fixes
 
 
 def _norm(text: str) -> str:
@@ -125,8 +140,11 @@ def measure(cases: list[tuple[str, str]]) -> Tally:
         for name, text in cases:
             log = Path(tmp) / f"{name}.log"
             log.write_text(text, encoding="utf-8")
-            for surface, out in surfaces(ts, log).items():
+            texts, fixes = surfaces(ts, log)
+            for surface, out in texts.items():
                 tally.texts[surface] += 1
+                # the first sentence is enough: the one-screen answer shortens by sentence
+                tally.fixes[surface] += any(f.split("。")[0][:40] in out for f in fixes)
                 leaks: list[Leak] = latin_prose(out, [text, QUESTION])
                 tally.lines[surface] += len({leak.line for leak in leaks})
                 tally.runs[surface] += len(leaks)
@@ -151,12 +169,13 @@ def main() -> None:
     print(f"{len(cases)} logs (the bundled sample and {len(cases) - 1} incidents), "
           f"question: {QUESTION}")
     print(f"{'surface':22s} {'texts':>6s} {'lines with English prose':>25s} {'runs':>6s} "
-          f"{'of which the cards/taxonomy own zh':>35s}")
+          f"{'of which the cards/taxonomy own zh':>35s} {'Chinese fix shown':>18s}")
     for s in SURFACES:
         print(f"{s:22s} {tally.texts[s]:6d} {tally.lines[s]:25d} {tally.runs[s]:6d} "
-              f"{tally.in_knowledge[s]:35d}")
+              f"{tally.in_knowledge[s]:35d} {tally.fixes[s]:18d}")
     print(f"{'total':22s} {sum(tally.texts.values()):6d} {sum(tally.lines.values()):25d} "
-          f"{sum(tally.runs.values()):6d} {sum(tally.in_knowledge.values()):35d}")
+          f"{sum(tally.runs.values()):6d} {sum(tally.in_knowledge.values()):35d} "
+          f"{sum(tally.fixes.values()):18d}")
     if tally.common:
         print(f"\nthe {args.top} commonest runs (digits as 0), with one place each:")
         for key, n in tally.common.most_common(args.top):

@@ -161,7 +161,7 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     what kind of hang), with cards, similar incidents and next steps like any diagnosis;
     the headline is what the samples show; the triangulation's notes, then `notes`."""
     from bot.answering.contract import decide_verdict
-    from bot.diagnosis.hang import triangulate
+    from bot.diagnosis.hang import headline, note_in, triangulate
     from bot.logs.crossrank import Suspect
 
     cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
@@ -177,6 +177,8 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     top = diagnosis.root_causes[0].certainty if diagnosis.root_causes else None
     decided = decide_verdict(top, logs_given=True,
                              log_failure=verdict.kind not in ("unknown", "progressing"))
+    # the headline in each language; the notes (one language) in Chinese for a Chinese answer
+    one = "zh" if lang == "zh" else "en"
     return build_answer(diagnosis, cards, None, lang, verdict=decided,
-                        headline=f"{verdict.kind.replace('_', ' ')}: {verdict.summary}",
-                        notes=[*verdict.notes, *notes], llm=llm)
+                        headline={lg: headline(verdict, lg) for lg in ("en", "zh")},
+                        notes=[*(note_in(n, one) for n in verdict.notes), *notes], llm=llm)

@@ -199,15 +199,15 @@ def build_answer(
     facts: Mapping[str, str] | None = None,
     *,
     asked: Asked | None = None,
-    headline: str | None = None,
+    headline: str | Mapping[str, str] | None = None,
     notes: Sequence[str] = (),
     llm: LlmUse | None = None,
 ) -> Answer:
     """The answer: the diagnosis with its cards' steps when it is decided, what would tell
     the candidates apart when it is not. `verdict` overrides the diagnosis's (a question
     may decide it, see `decide_verdict`). Built once, with what the caller adds: the
-    question's part (`asked`), one `headline` for every language (a hang sample's), the
-    `notes` and the `llm` field."""
+    question's part (`asked`), a `headline` (one for every language, or one per language: a
+    hang sample's), the `notes` and the `llm` field."""
     by_id = {c.id: c for c in cards}
     langs = langs_of(lang)
     one = "zh" if list(langs) == ["zh"] else "en"  # the language of one-language fields
@@ -225,7 +225,8 @@ def build_answer(
         card = by_id.get(rc.card or "")
         if card is not None and all(c.card != card.id for c in cited):
             cited.append(card_brief(card, lang))
-    heads = {lg: headline if headline is not None else
+    heads = {lg: headline if isinstance(headline, str) else headline[lg]
+             if headline is not None and lg in headline else
              headline_text(diagnosis, by_id, verdict, report, lg) for lg in langs}
     deciding = None
     if verdict == "unknown" and diagnosis.root_causes:

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
 from bot.diagnosis.rules import Signal
+from bot.logs.crossrank import reason_in
 from bot.logs.flight_recorder import DumpError, FrDump, FrFinding, analyze_dumps
 from bot.logs.fr_sandbox import DumpInput, read_dumps
 from bot.logs.model import Evidence
@@ -359,12 +361,79 @@ def _ranges(ranks: Sequence[int]) -> str:
                                               else "")
 
 
-def _summary(v: HangVerdict) -> str:
+#: what the summary says when no rank is a culprit, per kind (the rest: `_NOBODY`)
+_SUMMARIES = {
+    "device_stall": {"en": "every rank waits in the same collective: the stall is on the "
+                           "device or a link",
+                     "zh": "每个 rank 都在同一个集合通信中等待：停滞发生在设备或链路上"},
+    "progressing": {"en": "the job's collective counts are moving: it is slow, not stuck",
+                    "zh": "作业的集合通信计数在增长：它只是慢，并没有卡住"},
+}
+_NOBODY = {"en": "no rank stands out in the stacks sampled",
+           "zh": "采样到的调用栈中没有哪个 rank 与众不同"}
+#: each kind of hang in Chinese (in English: the kind, its underscore a space)
+_ZH_KINDS: dict[str, str] = {
+    "host_stuck": "有 rank 卡在自己的代码中", "desync": "各 rank 的集合通信不一致",
+    "dead_peer": "有 rank 已退出或失联", "device_stall": "设备或链路停滞",
+    "progressing": "作业仍在推进", "unknown": "尚无定论",
+}
+
+
+def _summary(v: HangVerdict, lang: str = "en") -> str:
     if v.culprits:
-        c = v.culprits[0]
-        return c.reason
-    if v.kind == "device_stall":
-        return "every rank waits in the same collective: the stall is on the device or a link"
-    if v.kind == "progressing":
-        return "the job's collective counts are moving: it is slow, not stuck"
-    return "no rank stands out in the stacks sampled"
+        return reason_in(v.culprits[0].reason, lang).replace("; ", "；" if lang == "zh" else "; ")
+    return _SUMMARIES.get(v.kind, _NOBODY)["zh" if lang == "zh" else "en"]
+
+
+def headline(v: HangVerdict, lang: str) -> str:
+    """The answer's first line in `lang` (en or zh): the kind of hang and what shows it."""
+    if lang == "zh":
+        return f"{_ZH_KINDS[v.kind]}：{_summary(v, 'zh')}"
+    return f"{v.kind.replace('_', ' ')}: {v.summary}"
+
+
+#: Each note `triangulate` writes (the English above), in Chinese; a note from elsewhere (the
+#: node agent's) stays as it is.
+_ZH_NOTES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
+    (re.compile(p), f) for p, f in (
+        (r"^(.+) rank (\d+): Flight Recorder dump not used \((.*)\)$",
+         lambda m: f"{m[1]} rank {m[2]}：没有使用它的 Flight Recorder dump（{m[3]}）"),
+        (r"^(.+) pid (\d+): no stack \((.*)\)$",
+         lambda m: f"{m[1]} pid {m[2]}：没有调用栈（{m[3]}）"),
+        (r"^(.+) says rank (\d+) of job (.+), not below its WORLD_SIZE (\d+): not counted$",
+         lambda m: f"{m[1]} 自称作业 {m[3]} 的 rank {m[2]}，但不小于其 WORLD_SIZE {m[4]}："
+                   "不计入"),
+        (r"^(.+) says rank (\d+) of job (.+), like (.+): the second is not counted$",
+         lambda m: f"{m[1]} 自称作业 {m[3]} 的 rank {m[2]}，与 {m[4]} 相同：后者不计入"),
+        (r"^(\d+) processes claim to be ranks of job (.+), more than its WORLD_SIZE (\d+): "
+         r"extra ones are not counted$",
+         lambda m: f"{m[1]} 个进程自称作业 {m[2]} 的 rank，多于其 WORLD_SIZE {m[3]}：多出的"
+                   "不计入"),
+        (r"^(\d+) jobs run on these nodes \((.+)\): each was compared on its own; this answer "
+         r"is about (.+) \(pass --job to choose\)$",
+         lambda m: f"这些节点上运行着 {m[1]} 个作业（{m[2]}）：各自单独比较；本回答针对 {m[3]}"
+                   "（用 --job 选择）"),
+        (r"^job (.+?): (.+)$", lambda m: f"作业 {m[1]}：{reason_in(m[2], 'zh')}"),
+        (r"^ranks (.+) were not sampled: run the diagnostic on their nodes too; the rank "
+         r"holding the others up may be there$",
+         lambda m: f"rank {m[1]} 没有被采样：也在它们的节点上运行诊断；拖住其他 rank 的那个 "
+                   "rank 可能在那里"),
+        (r"^(.+): NCCL RAS counts moved between the two polls: the job is progressing, slowly "
+         r"perhaps, not hung$",
+         lambda m: f"{m[1]}：两次轮询之间 NCCL RAS 计数有变化：作业在推进（也许很慢），没有卡住"),
+        (r"^(.+): GPU\(s\) (.+) at 100% while the job hangs: NCCL kernels spin waiting for a "
+         r"peer that does not come$",
+         lambda m: f"{m[1]}：作业卡住时 GPU {m[2]} 利用率为 100%：NCCL kernel 在空转，等待一个"
+                   "不会到来的对端"),
+    ))
+
+
+def note_in(note: str, lang: str) -> str:
+    """One of `triangulate`'s notes in `lang` (zh: in Chinese; any other as it is)."""
+    if lang != "zh":
+        return note
+    for rx, zh in _ZH_NOTES:
+        m = rx.match(note)
+        if m is not None:
+            return zh(m)
+    return note

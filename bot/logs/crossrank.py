@@ -769,10 +769,43 @@ _ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
                    "别的事"),
     ))
 
+#: The culprit reasons of a live hang (`bot/diagnosis/hang.py`: live stacks, NCCL RAS) and the
+#: Flight Recorder's findings (`bot/logs/flight_recorder.py`), each part in Chinese.
+_ZH_REASONS += tuple(
+    (re.compile(p), f) for p, f in (
+        (r"^((?:rank|pid) \d+) on (\S+) is in (\S+) from (.+) while (\d+) of (\d+) ranks "
+         r"(wait|are) in (.+)$",
+         lambda m: f"{m[1]}（{m[2]}）在 {m[3]} 中（由 {m[4]} 调用），而 {m[6]} 个 rank 中有 "
+                   f"{m[5]} 个" + (f"在 {m[8]} 中等待" if m[7] == "wait" else f"停在 {m[8]}")),
+        (r"^((?:rank|pid) \d+) on (\S+) is in (.+) while (\d+) of (\d+) ranks (wait|are) in "
+         r"(.+)$",
+         lambda m: f"{m[1]}（{m[2]}）停在 {m[3]}，而 {m[5]} 个 rank 中有 {m[4]} 个"
+                   + (f"在 {m[7]} 中等待" if m[6] == "wait" else f"停在 {m[7]}")),
+        (r"^its stack: (.+)$", lambda m: f"它的调用栈：`{m[1]}`"),
+        (r"^all (\d+) ranks wait in (\S+)$", lambda m: f"全部 {m[1]} 个 rank 都在 {m[2]} 中等待"),
+        (r"^NCCL RAS: (.+)$", lambda m: f"NCCL RAS：{m[1]}"),
+        (r"^rank\(s\) (.+) of process group (\S+) left no Flight Recorder dump, while "
+         r"rank\(s\) (.+) all reached collective #(\d+) \((.+)\) at (.+)$",
+         lambda m: f"进程组 {m[2]} 的 rank {m[1]} 没有留下 Flight Recorder dump，而 rank {m[3]} "
+                   f"都到达了集合通信 #{m[4]}（{m[5]}，位置 {m[6]}）"),
+        (r"^rank (\d+) never entered collective #(\d+) \((.+)\) of process group (\S+), which "
+         r"rank\(s\) (.+) entered at (.+)$",
+         lambda m: f"rank {m[1]} 没有进入进程组 {m[4]} 的集合通信 #{m[2]}（{m[3]}），而 "
+                   f"rank {m[5]} 已进入（位置 {m[6]}）"),
+        (r"^its last was #(\d+)(?: (.+?) at (.+))?$",
+         lambda m: f"它的最后一个是 #{m[1]}" + (f"（{m[2]}，位置 {m[3]}）" if m[2] else "")),
+        (r"^collective #(\d+) of process group (\S+) differs between ranks: rank\(s\) "
+         r"([\d, ]+): (.+?) at (.+)$",
+         lambda m: f"进程组 {m[2]} 的集合通信 #{m[1]} 在各 rank 之间不一致：rank {m[3]} "
+                   f"执行 {m[4]}（位置 {m[5]}）"),
+        (r"^rank\(s\) ([\d, ]+): (.+?) at (.+)$",
+         lambda m: f"rank {m[1]} 执行 {m[2]}（位置 {m[3]}）"),
+    ))
+
 
 def reason_in(reason: str, lang: str) -> str:
-    """A suspect's reason (parts joined by "; ") in `lang`: each part `analyze_ranks` wrote
-    in Chinese for zh; a part from elsewhere (a Flight Recorder dump's text) as it is. The
+    """A suspect's reason (parts joined by "; ") in `lang`: each part `analyze_ranks`, a live
+    hang or the Flight Recorder wrote, in Chinese for zh; a part from elsewhere as it is. The
     parts stay joined by "; ", which readers of the reason split on."""
     if lang != "zh":
         return reason

@@ -91,3 +91,14 @@ def _flush(bare: str, run: list[re.Match[str]], line: str, sources: list[str],
     if any(span in s for s in sources):
         return  # the log's own words
     out.append(Leak(span, line.strip()))
+
+
+def evidence_in(line: int, text: str, lang: str) -> str:
+    """An evidence line's text in `lang`: a sentence ncclbot wrote itself (line 0: a live
+    hang's culprit, a Flight Recorder finding) in Chinese for zh; a line quoted from a log
+    (line 1 on) as it is."""
+    if lang != "zh" or line != 0:
+        return text
+    from bot.logs.crossrank import reason_in
+
+    return reason_in(text, lang)

@@ -11,6 +11,7 @@ from rich.text import Text
 from bot.answering.answer import CERTAINTY_WORDS
 from bot.answering.contract import Answer, Lang
 from bot.knowledge.taxonomy import category
+from bot.render.lang import evidence_in
 from bot.render.seen import resolution_in, seen_title
 from bot.render.text import cut_words, shorten
 
@@ -88,8 +89,9 @@ def render_compact(answer: Answer, console: Console) -> None:
         console.print(f"[bold]{h['evidence']}[/]")
         for ev in top.evidence[:SCREEN_EVIDENCE]:
             where = f"{ev.file}:{ev.line}  "
+            said = evidence_in(ev.line, ev.text, lg)
             console.print(Text(where, style="green") +
-                          Text(cut_words(" ".join(ev.text.split()), width - len(where))))
+                          Text(cut_words(" ".join(said.split()), width - len(where))))
     steps = _pick(answer.remediation, lg) if any(answer.remediation.values()) else \
         _pick(answer.next_steps or {}, lg)
     if steps:
@@ -165,7 +167,7 @@ def render_answer(answer: Answer, console: Console, details: bool = True) -> Non
             for why in rc.why[:3]:
                 console.print(f"    [dim]- {escape(why)}[/]")
             for ev in rc.evidence[:3]:
-                text = cut_words(ev.text, 200)
+                text = cut_words(evidence_in(ev.line, ev.text, _lg(answer)), 200)
                 console.print(f"    [green]{escape(ev.file)}:{ev.line}[/]  {escape(text)}")
     if diag.suspects:
         table = Table(title=h["suspects"], show_lines=False, expand=False)

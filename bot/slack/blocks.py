@@ -197,12 +197,20 @@ def proposed_probes(answer: Answer) -> list[ProbeSuggestion]:
     return [s for s in answer.suggested_probes if s.node and s.status == "proposed"]
 
 
-def suggested_text(answer: Answer) -> str:
-    rows = [f"• `probe {esc(s.preset or 'quick')}` on `{esc(s.node)}`"
-            + (f": {esc(s.reason)}" if s.reason else "")
+#: the "Suggested diagnostics" block's words, in the thread's language
+SUGGESTED_WORDS = {
+    "en": {"head": "*Suggested diagnostics* (on-call can run them below)", "on": "on"},
+    "zh": {"head": "*建议运行的诊断*（值班人员可用下面的按钮运行）", "on": "节点"},
+}
+
+
+def suggested_text(answer: Answer, lang: str = "en") -> str:
+    """The agent's proposed probes, one line each, headed in `lang` (zh or en)."""
+    w = SUGGESTED_WORDS["zh" if lang == "zh" else "en"]
+    rows = [f"• `probe {esc(s.preset or 'quick')}` {w['on']} `{esc(s.node)}`"
+            + (f"{'：' if lang == 'zh' else ': '}{esc(s.reason)}" if s.reason else "")
             for s in proposed_probes(answer)]
-    return "*Suggested diagnostics* (on-call can run them below)\n" + "\n".join(rows) \
-        if rows else ""
+    return f"{w['head']}\n" + "\n".join(rows) if rows else ""
 
 
 OTHER_WORDS = {

@@ -135,11 +135,12 @@ class Conversation:
                 answer_id = d.store.save_answer(channel, thread_ts, answer, key)
             else:
                 answer, answer_id = stored, old_id
-                notes.append("Same logs as before in this thread; showing the answer again.")
+                notes.append("本线程中的日志与之前相同；再次显示之前的回答。" if lang == "zh" else
+                             "Same logs as before in this thread; showing the answer again.")
             if new:
                 notes.append(("已接收：" if lang == "zh" else "Accepted: ")
                              + ", ".join(f"{x.name} ({human(x.size)})" for x in new))
-            notes += earlier_notes(ctx, answer)
+            notes += earlier_notes(ctx, answer, lang)
             more = bool(blocks.others(ctx.candidates, answer))
             rendered = message.first_message(answer, lang, answer_id, notes, more_causes=more)
             status.finish(rendered)
@@ -317,13 +318,17 @@ def merge_candidates(old: list[Candidate], answer: Answer, keep: int = 10
     return sorted(best.values(), key=lambda c: -c.confidence)[:keep]
 
 
-def earlier_notes(ctx: ThreadState, answer: Answer) -> list[str]:
-    """A follow-up whose leading cause differs from the thread's best so far says so."""
+def earlier_notes(ctx: ThreadState, answer: Answer, lang: str = "en") -> list[str]:
+    """A follow-up whose leading cause differs from the thread's best so far says so (in
+    Chinese for a Chinese thread)."""
     if not ctx.candidates or not ctx.last_answer_id:
         return []
     top, causes = ctx.candidates[0], answer.root_causes
     if causes and (causes[0].category, causes[0].card) == top.key:
         return []
+    if lang == "zh":
+        return [f"本线程之前排在首位的候选是 {top.category}（{top.confidence:.0%}，卡片 "
+                f"{top.card}）；见“其他可能原因”。"]
     return [f"Earlier in this thread the leading candidate was {top.category} "
             f"({top.confidence:.0%}, card {top.card}); "
             "see Other possible causes."]

@@ -150,8 +150,10 @@ class Diagnostics:
                 return refuse("busy", f":hourglass: A diagnostic is already running on {busy}; "
                               "wait for its result.")
             d.store.audit(user, channel, what, "hang", None, "started")
-            status = StatusMessage(client, channel, thread_ts, f"Why is it stuck? Sampling the "
-                                   f"ranks on {len(nodes)} node(s) for <@{user}>…")
+            zh = (lang or choose(*d.lang_prefs(user, channel), "")) == "zh"
+            status = StatusMessage(client, channel, thread_ts, (
+                f"为什么卡住？正在为 <@{user}> 采样 {len(nodes)} 个节点上的 rank…" if zh else
+                f"Why is it stuck? Sampling the ranks on {len(nodes)} node(s) for <@{user}>…"))
             try:
                 return self._hang(status, user, channel, thread_ts, nodes, what, lang)
             except Exception as exc:  # the status message must not say "Sampling…" forever

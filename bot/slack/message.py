@@ -21,6 +21,7 @@ from bot.answering.answer import CERTAINTY_WORDS
 from bot.answering.contract import Answer, Lang, RootCauseOut
 from bot.answering.followup import MAX_CHARS
 from bot.logs.crossrank import rank_line_in, reason_in
+from bot.render.lang import evidence_in
 from bot.render.seen import resolution_in, seen_title
 from bot.render.seen import source_name as _source_name
 from bot.render.text import cut_words, shorten
@@ -68,7 +69,7 @@ WORDS: dict[str, dict[str, str]] = {
            "steps_all": "Steps", "confidence": "confidence", "helpful": "👍 Helpful",
            "not_helpful": "👎 Not helpful", "from": "From the thread's answer",
            "why_stuck": "Why is it stuck?", "resolved": "✅ Resolved",
-           "decide": "The question that decides"},
+           "decide": "The question that decides", "run": "Run {tool} on {node}"},
     "zh": {**CERTAINTY_WORDS["zh"], "unknown": "不确定",
            "suspect": "可疑", "steps": "建议步骤", "seen": "以前见过",
            "details": "详情", "other": "其他可能原因",
@@ -78,7 +79,7 @@ WORDS: dict[str, dict[str, str]] = {
            "ranks": "各 rank 情况", "next": "还需要的信息", "steps_all": "步骤",
            "confidence": "置信度", "helpful": "👍 有帮助", "not_helpful": "👎 没帮助",
            "from": "根据本线程的分析", "why_stuck": "为什么卡住？", "resolved": "✅ 已解决",
-           "decide": "能确定原因的问题"},
+           "decide": "能确定原因的问题", "run": "在 {node} 上运行 {tool}"},
 }
 
 
@@ -197,7 +198,8 @@ def _seen_before(answer: Answer, lg: Lang, budget: int) -> str:
         return ""
     inc = answer.similar_incidents[0]
     if inc.local:  # the team's own: where, when, what fixed it, who, the thread
-        return f"*{WORDS[lg]['seen']}*: {seen_line(inc, budget - len(WORDS[lg]['seen']) - 4)}"
+        return (f"*{WORDS[lg]['seen']}*{'：' if lg == 'zh' else ': '}"
+                f"{seen_line(inc, budget - len(WORDS[lg]['seen']) - 4, lg)}")
     title = esc(cut_words(seen_title(inc, lg),
                           max(20, budget // 2)))
     line = f"*{WORDS[lg]['seen']}*{'：' if lg == 'zh' else ': '}<{inc.source}|{title}>"
@@ -311,8 +313,8 @@ def first_buttons(answer: Answer, answer_id: str, lg: Lang, more_causes: bool
         elements.append(button(w["switch"], ACTION_LANG,
                                LangButton(a=answer_id, lang=other(lg)).encode()))
     for i, (tool, node, preset) in enumerate(finding_probes(answer)):
-        label = (f"Run {tool} on {node}" if preset == default_preset(tool)
-                 else f"Run {tool} {preset} on {node}")
+        label = w["run"].format(tool=tool if preset == default_preset(tool)
+                                else f"{tool} {preset}", node=node)
         elements.append(button(label, f"{ACTION_PROBE}:{i}", RunButton(
             node=node, tool=tool, preset=preset, a=answer_id).encode()))
     if hosts := stuck_hosts(answer):
@@ -374,8 +376,9 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
         lines = [f"*{n}. {esc(cause_title(rc, lg))}* · `{rc.category}` · "
                  f"{w[rc.certainty or 'weak']} ({rc.confidence:.0%})"]
         if rc.evidence:
-            shown = "\n".join(f"{e.file}:{e.line}: {code(e.text[:MAX_LINE])}"
-                              for e in rc.evidence[:MAX_EVIDENCE])
+            shown = "\n".join(
+                f"{e.file}:{e.line}: {code(evidence_in(e.line, e.text, lg)[:MAX_LINE])}"
+                for e in rc.evidence[:MAX_EVIDENCE])
             lines.append(f"```{shown}```")
         texts.append("\n".join(lines))
     if answer.diagnosis.suspects:
@@ -386,11 +389,11 @@ def details_message(answer: Answer, lang: str = "both") -> Rendered:
         texts.append(f"*{w['ranks']}*\n" + "\n".join(f"• {esc(rank_line_in(r, lg))}" for r in
                                                      answer.diagnosis.ranks[:6]))
     texts += step_sections(answer, lg, "steps_all")
-    if sug := suggested_text(answer):
+    if sug := suggested_text(answer, lg):
         texts.append(sug)
     if answer.similar_incidents:
         texts.append(f"*{w['seen']}*\n" + "\n".join(
-            (f"• {seen_line(i, 240)}" if i.local else
+            (f"• {seen_line(i, 240, lg)}" if i.local else
              f"• <{i.source}|{esc(cut_words(seen_title(i, lg), 120))}> (`{i.category}`)"
              + (f": {esc(shorten(fix, 240))}" if (fix := resolution_in(i, lg)) else ""))
             for i in answer.similar_incidents[:3]))

@@ -58,15 +58,26 @@ def channel_ref(channel: str | None) -> str:
     return f"<#{channel}>" if channel and _CHANNEL.match(channel) else inert(channel or "?")
 
 
-def seen_line(inc: SimilarIncident, budget: int = 600) -> str:
+#: the words of a team's own resolution, in the thread's language
+SEEN_WORDS = {
+    "en": {"team": "this team", "thread": "thread", "link": "link",
+           "by": " (resolved by {who})", "head": "Seen in {where} on {date} — fixed by "},
+    "zh": {"team": "本团队", "thread": "线程", "link": "链接",
+           "by": "（由 {who} 解决）", "head": "{date} 在 {where} 见过——修复方法："},
+}
+
+
+def seen_line(inc: SimilarIncident, budget: int = 600, lang: str = "en") -> str:
     """"Seen in #ml-infra on 2026-11-12 — fixed by … (resolved by @alice)" and the thread,
-    in at most `budget` characters (the fix is shortened; links are never cut)."""
-    where = channel_ref(inc.seen_in) if inc.seen_in else "this team"
-    links = [f"<{u}|{name}>" for u, name in ((safe_url(inc.source), "thread"),
-                                              (safe_url(inc.link), "link")) if u]
-    tail = f" (resolved by {user_ref(inc.resolved_by)})" + (
+    in at most `budget` characters (the fix is shortened; links are never cut); the fixed
+    words in Chinese for `lang` zh (the fix as the team wrote it)."""
+    w = SEEN_WORDS["zh" if lang == "zh" else "en"]
+    where = channel_ref(inc.seen_in) if inc.seen_in else w["team"]
+    links = [f"<{u}|{name}>" for u, name in ((safe_url(inc.source), w["thread"]),
+                                              (safe_url(inc.link), w["link"])) if u]
+    tail = w["by"].format(who=user_ref(inc.resolved_by)) + (
         " · " + " · ".join(links) if links else "")
-    head = f"Seen in {where} on {inc.date} — fixed by "
+    head = w["head"].format(where=where, date=inc.date)
     room = max(20, budget - len(head) - len(tail))
     fix = inert(inc.resolution)
     if len(fix) > room:
@@ -230,15 +241,23 @@ def read_submission(view: SubmittedView | None
 
 
 def resolved_message(incident_id: str, who: str, cause: str, fix: str, corrected: bool,
-                     label_note: str = "") -> tuple[list[Block], str]:
-    """The thread's note that it is resolved, with Correct and Forget."""
-    verb = "corrected" if corrected else "resolved"
-    text = (f":white_check_mark: {user_ref(who)} {verb} this thread: `{esc(cause)}` — fixed by "
-            f"{inert(fix)}. Later answers to the same failure will name it first.")
+                     label_note: str = "", lang: str = "en") -> tuple[list[Block], str]:
+    """The thread's note that it is resolved, with Correct and Forget, in the thread's
+    language (`lang` zh: Chinese; the cause and the fix as given)."""
+    if lang == "zh":
+        verb = "更正了" if corrected else "解决了"
+        text = (f":white_check_mark: {user_ref(who)} {verb}本线程：`{esc(cause)}`——修复方法："
+                f"{inert(fix).rstrip('。.')}。以后同样的故障会首先给出这个原因。")
+        saved, correct, forget, head = f"已保存为 `{incident_id}`。", "更正", "忘掉", "已解决"
+    else:
+        verb = "corrected" if corrected else "resolved"
+        text = (f":white_check_mark: {user_ref(who)} {verb} this thread: `{esc(cause)}` — "
+                f"fixed by {inert(fix)}. Later answers to the same failure will name it first.")
+        saved, correct, forget, head = f"Saved as `{incident_id}`.", "Correct", "Forget", \
+            "Resolved"
     blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
-    blocks.append(context(f"Saved as `{incident_id}`." + (f" {label_note}" if label_note
-                                                          else "")))
+    blocks.append(context(saved + (f" {label_note}" if label_note else "")))
     blocks.append({"type": "actions", "block_id": f"ncclbot_resolved:{incident_id}",
-                   "elements": [button("Correct", ACTION_CORRECT, incident_id),
-                                button("Forget", ACTION_FORGET, incident_id, "danger")]})
-    return blocks, f"Resolved: {cause}"
+                   "elements": [button(correct, ACTION_CORRECT, incident_id),
+                                button(forget, ACTION_FORGET, incident_id, "danger")]})
+    return blocks, f"{head}: {cause}"

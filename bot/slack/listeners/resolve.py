@@ -17,6 +17,7 @@ from bot.memory.store import MemoryChangeError
 from bot.slack import blocks, resolve
 from bot.slack.authz import may_resolve
 from bot.slack.deps import Deps, ephemeral
+from bot.slack.lang import choose
 from bot.slack.payloads import BlockAction, Payload, ViewSubmission, on_action, on_view
 
 log = logging.getLogger(__name__)
@@ -154,12 +155,15 @@ def register(app: App, deps: Deps) -> None:
             ephemeral(client, sub.channel, user, f"Not saved: {str(exc).splitlines()[0]}",
                       thread_ts=sub.thread_ts)
             return
+        # the thread's language: the person's or channel's choice, else its first question's
+        lang = choose(*deps.lang_prefs(user, sub.channel), " ".join(questions[:1]))
         note = ""
         if top is not None and top.category != category and memory.downvoted(sub.answer_id):
-            note = (f"The answer led with `{top.category}`; `{category}` is recorded as the "
-                    "right cause.")
+            note = (f"回答首先给出的是 `{top.category}`；已记录 `{category}` 为正确原因。"
+                    if lang == "zh" else f"The answer led with `{top.category}`; `{category}` "
+                    "is recorded as the right cause.")
         shown, text = resolve.resolved_message(inc.id, user, card or category, inc.resolution,
-                                               existing is not None, note)
+                                               existing is not None, note, lang)
         client.chat_postMessage(channel=sub.channel, thread_ts=sub.thread_ts, text=text,
                                 blocks=blocks.wire(shown))
 
