@@ -18,10 +18,10 @@ English error strings and identifiers without backticks (100 runs in 41 cards, 2
 texts), which this count cannot tell from prose; they are in backticks now, so a run counts
 whoever wrote it. Runs 958 (9 outside the knowledge's own Chinese) -> 177 on a full run
 (166 in one taxonomy step quoting `Timeout(ms)=` bare, 3 in another, 5 where Slack's escaping
-of `<`/`>` met an incident's `resolution_zh`, 3 quotes cut by shortening) -> 0 on the 7 logs
-that held all 177, once those were in backticks too. The last column counts the texts showing
-what fixed the nearest past incident in Chinese (`resolution_zh`; before, a Chinese answer hid
-the fix): 426 of 1002 (analyze 105 of 167, Slack first message 72).
+of `<`/`>` met an incident's `resolution_zh`, 3 quotes cut by shortening) -> 0 on a second
+full run, once those were in backticks too (9 min on 2 cores). The last column counts the
+texts showing what fixed the nearest past incident in Chinese (`resolution_zh`; before, a
+Chinese answer hid the fix): 426 of 1002 (analyze 105 of 167, Slack first message 72).
 
     .venv/bin/python scripts/zh_leaks.py            # totals per surface, the commonest runs
     .venv/bin/python scripts/zh_leaks.py --top 60   # more of them
