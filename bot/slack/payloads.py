@@ -271,11 +271,13 @@ class DecideButton(ButtonValue):
 
 
 class FormMeta(ButtonValue):
-    """A modal's `private_metadata`: the answer and the thread it belongs to."""
+    """A modal's `private_metadata`: the answer and the thread it belongs to, and the
+    thread's language when it is Chinese (`l`: "zh"; the form's errors follow it)."""
 
     a: str = ""
     c: str = ""
     t: str = ""
+    l: str = ""  # noqa: E741 - one letter like the others: private_metadata is small
 
 
 # -- adapters: bolt's keyword arguments in, typed models out ------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from bot.answering.contract import Answer, SimilarIncident
+from bot.render.text import cut_words
 from bot.slack.blocks import Block, Element, Option, View, button, context, esc
 from bot.slack.payloads import FormMeta, SubmittedView
 from bot.state.threads import Candidate
@@ -87,6 +88,43 @@ def seen_line(inc: SimilarIncident, budget: int = 600, lang: str = "en") -> str:
     return head + fix + tail
 
 
+#: the form's fixed words, (English, Chinese): a Chinese thread gets a Chinese form
+_FORM: dict[str, tuple[str, str]] = {
+    "candidates": ("This answer's candidates", "本次回答的候选原因"),
+    "cards": ("Cards", "知识卡片"),
+    "categories": ("Categories", "原因类别"),
+    "new_group": ("Something new", "新的原因"),
+    "new": ("Something new (give it a title and a category)", "新的原因（请填写标题和类别）"),
+    "pick": ("Pick the cause", "选择原因"),
+    "category": ("Category", "类别"),
+    "title": ("Resolved", "已解决"),
+    "save": ("Save", "保存"),
+    "cause_label": ("What was the cause?", "原因是什么？"),
+    "title_label": ("Title (for something new)", "标题（新的原因时填写）"),
+    "category_label": ("Category (for something new)", "类别（新的原因时填写）"),
+    "fix_label": ("What fixed it?", "是什么解决了它？"),
+    "link_label": ("Link (PR, runbook, ticket)", "链接（PR、运维手册、工单）"),
+    "saved_note": ("Saved for this team: later answers to the same failure name this cause "
+                   "first and link this thread. The log is kept redacted and bounded.",
+                   "为本团队保存：之后遇到同样的故障时，回答会首先给出这个原因并链接本讨论串。"
+                   "日志会脱敏并限制大小后保存。"),
+    "malformed": ("This form is malformed; press Resolved on the answer again.",
+                  "表单格式有误，请在回答上重新点击“已解决”。"),
+    "pick_cause": ("Pick the cause.", "请选择原因。"),
+    "needs_title": ("Something new needs a short title.", "新的原因需要一个简短的标题。"),
+    "pick_listed": ("Pick one of the listed causes.", "请从列出的原因中选择一个。"),
+    "say_fix": ("Say in a line or two what fixed it.", "请用一两句话说明是什么解决了它。"),
+    "bad_link": ("A link must start with http:// or https://.",
+                 "链接必须以 http:// 或 https:// 开头。"),
+}
+
+
+def form_word(key: str, lang: str) -> str:
+    """One of the form's fixed words in the thread's language (zh, else English)."""
+    en, zh = _FORM[key]
+    return zh if lang == "zh" else en
+
+
 @dataclass(frozen=True)
 class Choice:
     """What the form's cause menu offers: a value and its label."""
@@ -97,10 +135,11 @@ class Choice:
 
 def cause_choices(answer: Answer | None, cards: Sequence[tuple[str, str, str]],
                   categories: Sequence[tuple[str, str]],
-                  earlier: Sequence[Candidate] = ()) -> list[tuple[str, list[Choice]]]:
+                  earlier: Sequence[Candidate] = (), lang: str = "en"
+                  ) -> list[tuple[str, list[Choice]]]:
     """Option groups: the answer's (and thread's) candidates first, then every card, every
-    category, and something new. `cards` are (id, category, title); `categories` (id, name).
-    A value is `card:ID`, `cat:ID` or `new`."""
+    category, and something new. `cards` are (id, category, title); `categories` (id, name),
+    both already in the thread's language `lang`. A value is `card:ID`, `cat:ID` or `new`."""
     seen: set[str] = set()
     first: list[Choice] = []
     for cat, card in [*((rc.category, rc.card) for rc in (answer.root_causes if answer else [])),
@@ -111,17 +150,19 @@ def cause_choices(answer: Answer | None, cards: Sequence[tuple[str, str, str]],
         seen.add(value)
         title = next((t for cid, _, t in cards if cid == card), "") if card else ""
         first.append(Choice(value, f"{title or cat} ({cat})"))
-    groups = [("This answer's candidates", first[:20]),
-              ("Cards", [Choice(f"card:{cid}", f"{title} ({cat})") for cid, cat, title in cards
-                         if f"card:{cid}" not in seen][:100]),
-              ("Categories", [Choice(f"cat:{cid}", name) for cid, name in categories
-                              if f"cat:{cid}" not in seen][:100]),
-              ("Something new", [Choice(NEW, "Something new (give it a title and a category)")])]
+    groups = [(form_word("candidates", lang), first[:20]),
+              (form_word("cards", lang), [Choice(f"card:{cid}", f"{title} ({cat})")
+                                          for cid, cat, title in cards
+                                          if f"card:{cid}" not in seen][:100]),
+              (form_word("categories", lang), [Choice(f"cat:{cid}", name)
+                                               for cid, name in categories
+                                               if f"cat:{cid}" not in seen][:100]),
+              (form_word("new_group", lang), [Choice(NEW, form_word("new", lang))])]
     return [(label, items) for label, items in groups if items]
 
 
 def _option(c: Choice) -> Option:
-    text = c.label if len(c.label) <= MAX_OPTION else c.label[: MAX_OPTION - 1] + "…"
+    text = cut_words(c.label, MAX_OPTION)  # never inside a code span or a word
     return {"text": {"type": "plain_text", "text": text}, "value": c.value[:150]}
 
 
@@ -138,12 +179,17 @@ class FormFill:
 
 def resolve_modal(answer_id: str, channel: str, thread_ts: str,
                   groups: list[tuple[str, list[Choice]]], categories: Sequence[tuple[str, str]],
-                  current: FormFill | None = None) -> View:
+                  current: FormFill | None = None, lang: str = "en") -> View:
     """The form: the cause, a title and category for something new, what fixed it, a link.
-    `current` fills it in to correct a resolution."""
+    `current` fills it in to correct a resolution; `lang` is the thread's language (its
+    errors come back in it too)."""
     cur = current or FormFill()
+
+    def w(key: str) -> str:
+        return form_word(key, lang)
+
     select: Element = {"type": "static_select", "action_id": "value",
-                              "placeholder": {"type": "plain_text", "text": "Pick the cause"},
+                              "placeholder": {"type": "plain_text", "text": w("pick")},
                               "option_groups": [{"label": {"type": "plain_text",
                                                            "text": label[:75]},
                                                  "options": [_option(c) for c in items]}
@@ -152,7 +198,7 @@ def resolve_modal(answer_id: str, channel: str, thread_ts: str,
     if chosen:
         select["initial_option"] = _option(chosen[0])
     new_cat: Element = {"type": "static_select", "action_id": "value",
-                               "placeholder": {"type": "plain_text", "text": "Category"},
+                               "placeholder": {"type": "plain_text", "text": w("category")},
                                "options": [_option(Choice(cid, name))
                                            for cid, name in categories][:100]}
     if cur.category:
@@ -174,24 +220,24 @@ def resolve_modal(answer_id: str, channel: str, thread_ts: str,
         link["initial_value"] = cur.link
     return {
         "type": "modal", "callback_id": VIEW_RESOLVE,
-        "private_metadata": FormMeta(a=answer_id, c=channel, t=thread_ts).encode(),
-        "title": {"type": "plain_text", "text": "Resolved"},
-        "submit": {"type": "plain_text", "text": "Save"},
+        "private_metadata": FormMeta(a=answer_id, c=channel, t=thread_ts,
+                                     l="zh" if lang == "zh" else "").encode(),
+        "title": {"type": "plain_text", "text": w("title")},
+        "submit": {"type": "plain_text", "text": w("save")},
         "blocks": [
             {"type": "input", "block_id": "cause",
-             "label": {"type": "plain_text", "text": "What was the cause?"}, "element": select},
-            text_input("title", "Title (for something new)", 150, True,
+             "label": {"type": "plain_text", "text": w("cause_label")}, "element": select},
+            text_input("title", w("title_label"), 150, True,
                        initial=cur.title),
             {"type": "input", "block_id": "category", "optional": True,
-             "label": {"type": "plain_text", "text": "Category (for something new)"},
+             "label": {"type": "plain_text", "text": w("category_label")},
              "element": new_cat},
-            text_input("fix", "What fixed it?", 500, False, multiline=True,
+            text_input("fix", w("fix_label"), 500, False, multiline=True,
                        initial=cur.fix),
             {"type": "input", "block_id": "link", "optional": True,
-             "label": {"type": "plain_text", "text": "Link (PR, runbook, ticket)"},
+             "label": {"type": "plain_text", "text": w("link_label")},
              "element": link},
-            context("Saved for this team: later answers to the same failure name this cause "
-                    "first and link this thread. The log is kept redacted and bounded."),
+            context(w("saved_note")),
         ],
     }
 
@@ -222,19 +268,20 @@ def read_submission(view: SubmittedView | None
     title = (view.input("title").value or "").strip()
     fix = (view.input("fix").value or "").strip()
     link = (view.input("link").value or "").strip() or None
+    lang = meta.l if meta is not None else ""
     errors: dict[str, str] = {}
     if not meta_ok:
-        errors["fix"] = "This form is malformed; press Resolved on the answer again."
+        errors["fix"] = form_word("malformed", lang)
     if not cause:
-        errors["cause"] = "Pick the cause."
+        errors["cause"] = form_word("pick_cause", lang)
     elif cause == NEW and not title:
-        errors["title"] = "Something new needs a short title."
+        errors["title"] = form_word("needs_title", lang)
     elif not (cause == NEW or cause.startswith(("card:", "cat:"))):
-        errors["cause"] = "Pick one of the listed causes."
+        errors["cause"] = form_word("pick_listed", lang)
     if not fix:
-        errors["fix"] = "Say in a line or two what fixed it."
+        errors["fix"] = form_word("say_fix", lang)
     if link and safe_url(link) is None:
-        errors["link"] = "A link must start with http:// or https://."
+        errors["link"] = form_word("bad_link", lang)
     if errors or meta is None:
         return None, errors
     return Submission(meta.a, meta.c, meta.t, cause, title, category or None, fix, link), {}

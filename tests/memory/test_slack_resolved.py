@@ -30,10 +30,10 @@ def _answer(slack: FakeSlack, channel: str, ts: str) -> dict[str, Any]:
 
 
 def _mention(poster: Poster, slack: FakeSlack, channel: str, ts: str, user: str,
-             run: str) -> dict[str, Any]:
+             run: str, text: str = "our job died") -> dict[str, Any]:
     f = slack.add_file(f"{run}.log", family_log(run))
     status, _ = poster.event({"type": "app_mention", "user": user, "channel": channel,
-                              "ts": ts, "text": "<@UBOT> our job died", "files": [f]})
+                              "ts": ts, "text": f"<@UBOT> {text}", "files": [f]})
     assert status == 200
     return _answer(slack, channel, ts)
 
@@ -172,3 +172,20 @@ def test_the_other_replica_answers_the_same(slack: FakeSlack, settings: Settings
         shown = message_text(second["blocks"])
         assert "`version_incompatibility`" in shown
         assert "<https://fake.slack/archives/C1/p12000001|thread>" in shown
+
+
+def test_a_chinese_thread_gets_a_chinese_resolve_form(slack: FakeSlack, settings: Settings,
+                                                       make_app: Any) -> None:
+    """Resolved in a thread asked in Chinese opens the form in Chinese (labels, groups,
+    the cards' Chinese titles), and a refused submission's errors are Chinese."""
+    app, _ = make_app(settings, http=True)
+    with serving(app, settings) as poster:
+        first = _mention(poster, slack, "C1", "1300.0001", "UALICE", "w2-r1-s2",
+                         text="我们的训练任务挂了，帮忙看看")
+        view = _open_form(poster, slack, first, "UALICE")
+        assert view["title"]["text"] == "已解决"
+        assert view["blocks"][0]["label"]["text"] == "原因是什么？"
+        groups = [g["label"]["text"] for g in view["blocks"][0]["element"]["option_groups"]]
+        assert groups[0] == "本次回答的候选原因" and groups[-1] == "新的原因"
+        status, body = _submit(poster, view, "UALICE", "new", "")
+        assert status == 200 and json.loads(body)["errors"]["title"] == "新的原因需要一个简短的标题。"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,63 @@ def test_blocks_leave_as_the_dicts_they_are() -> None:
                             {"type": "actions", "elements": [{
                                 "type": "button", "action_id": "y", "value": "z",
                                 "text": {"type": "plain_text", "text": "x", "emoji": True}}]}]
+
+
+def test_a_chinese_threads_resolve_form_and_its_errors_are_chinese() -> None:
+    """The Resolved form of a Chinese thread: its labels, groups and the cards' and
+    categories' names in Chinese, no English prose outside identifiers; the language rides
+    in the form's metadata, so the errors Slack shows beside the fields are Chinese too;
+    an English thread's form and errors stay English."""
+    from bot.render.lang import latin_prose
+    from bot.slack.listeners.resolve import _cards, _categories
+    from bot.slack.payloads import SubmittedView
+    from bot.slack.resolve import cause_choices, resolve_modal
+
+    def texts(view: Any) -> list[str]:
+        found: list[str] = []
+
+        def walk(x: object, key: str = "") -> None:
+            if isinstance(x, dict):
+                for k, v in x.items():
+                    walk(v, k)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v, key)
+            elif isinstance(x, str) and key == "text":
+                found.append(x)
+        walk(view)
+        return found
+
+    cards, categories = _cards("zh"), _categories("zh")
+    groups = cause_choices(None, cards, categories, lang="zh")
+    zh: Any = resolve_modal("0123456789abcdef", "C1", "1.1", groups, categories, lang="zh")
+    shown = texts(zh)
+    assert "原因是什么？" in shown and "已解决" in shown and "是什么解决了它？" in shown
+    # the form's own words and the group labels: Chinese, no English prose
+    groups_shown = [g["label"]["text"] for g in
+                    zh["blocks"][0]["element"]["option_groups"]]
+    assert groups_shown == ["知识卡片", "原因类别", "新的原因"]
+    own = [b["label"]["text"] for b in zh["blocks"] if "label" in b]
+    own += [zh["title"]["text"], zh["submit"]["text"], *groups_shown]
+    leaks = [(t, [x.text for x in latin_prose(t)]) for t in own if latin_prose(t)]
+    assert len(own) == 10 and not leaks, leaks[:5]
+    # the cards' options are their Chinese titles (cut by words, never inside a code span)
+    options = {o["value"]: o["text"]["text"]
+               for o in zh["blocks"][0]["element"]["option_groups"][0]["options"]}
+    for cid, cat, title in cards:
+        label = options[f"card:{cid}"]
+        assert label == f"{title} ({cat})" or title.startswith(label.rstrip("…").rstrip())
+        assert label.count("`") % 2 == 0, label
+    en: Any = resolve_modal("0123456789abcdef", "C1", "1.1",
+                       cause_choices(None, _cards(), _categories()), _categories())
+    assert "What was the cause?" in texts(en)
+
+    for meta, want in ((zh["private_metadata"], "请用一两句话说明是什么解决了它。"),
+                       (en["private_metadata"], "Say in a line or two what fixed it.")):
+        view = SubmittedView.model_validate(_view(
+            str(meta), cause={"type": "static_select", "selected_option": {"value": NEW}},
+            fix={"type": "plain_text_input", "value": None}))
+        sub, errors = read_submission(view)
+        assert sub is None and errors["fix"] == want
+        assert errors["title"] in ("新的原因需要一个简短的标题。",
+                                   "Something new needs a short title.")

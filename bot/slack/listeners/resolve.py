@@ -23,16 +23,17 @@ from bot.slack.payloads import BlockAction, Payload, ViewSubmission, on_action, 
 log = logging.getLogger(__name__)
 
 
-def _cards() -> list[tuple[str, str, str]]:
+def _cards(lang: str = "en") -> list[tuple[str, str, str]]:
     from bot.answering.knowledge import bundled_cards
 
-    return [(c.id, c.category, c.title.en) for c in bundled_cards()]
+    return [(c.id, c.category, c.title.zh if lang == "zh" else c.title.en)
+            for c in bundled_cards()]
 
 
-def _categories() -> list[tuple[str, str]]:
+def _categories(lang: str = "en") -> list[tuple[str, str]]:
     from bot.knowledge.taxonomy import load_taxonomy
 
-    return [(c.id, c.en) for c in load_taxonomy()]
+    return [(c.id, c.zh if lang == "zh" else c.en) for c in load_taxonomy()]
 
 
 def _current(inc: LocalIncident) -> resolve.FormFill:
@@ -61,11 +62,14 @@ def register(app: App, deps: Deps) -> None:
             refuse(client, user, channel, thread_ts, "resolve", asker)
             return
         answer = deps.store.answer(answer_id) if answer_id else None
-        earlier = deps.store.context(channel, thread_ts).candidates
-        categories = _categories()
-        groups = resolve.cause_choices(answer, _cards(), categories, earlier)
+        thread = deps.store.context(channel, thread_ts)
+        # the form in the thread's language (a "both" thread gets the English form)
+        lang = choose(*deps.lang_prefs(user, channel), " ".join(thread.questions[:1]))
+        categories = _categories(lang)
+        groups = resolve.cause_choices(answer, _cards(lang), categories, thread.candidates,
+                                       lang)
         view = resolve.resolve_modal(answer_id, channel, thread_ts, groups, categories,
-                                     _current(existing) if existing else None)
+                                     _current(existing) if existing else None, lang)
         client.views_open(trigger_id=click.trigger_id, view=blocks.wire_view(view))
 
     def on_resolve(click: BlockAction, client: WebClient, respond: Respond | None) -> None:
