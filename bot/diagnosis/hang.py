@@ -21,13 +21,13 @@ import base64
 import binascii
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
 from bot.diagnosis.rules import Signal
-from bot.logs.crossrank import reason_in
+from bot.logs.crossrank import ZhTable, reason_in, zh_by
 from bot.logs.flight_recorder import DumpError, FrDump, FrFinding, analyze_dumps
 from bot.logs.fr_sandbox import DumpInput, read_dumps
 from bot.logs.model import Evidence
@@ -381,7 +381,8 @@ _ZH_KINDS: dict[str, str] = {
 
 def _summary(v: HangVerdict, lang: str = "en") -> str:
     if v.culprits:
-        return reason_in(v.culprits[0].reason, lang).replace("; ", "；" if lang == "zh" else "; ")
+        reason = reason_in(v.culprits[0].reason, lang)
+        return reason.replace("; ", "；") if lang == "zh" else reason
     return _SUMMARIES.get(v.kind, _NOBODY)["zh" if lang == "zh" else "en"]
 
 
@@ -394,7 +395,7 @@ def headline(v: HangVerdict, lang: str) -> str:
 
 #: Each note `triangulate` writes (the English above), in Chinese; a note from elsewhere (the
 #: node agent's) stays as it is.
-_ZH_NOTES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
+_ZH_NOTES: ZhTable = tuple(
     (re.compile(p), f) for p, f in (
         (r"^(.+) rank (\d+): Flight Recorder dump not used \((.*)\)$",
          lambda m: f"{m[1]} rank {m[2]}：没有使用它的 Flight Recorder dump（{m[3]}）"),
@@ -430,10 +431,4 @@ _ZH_NOTES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
 
 def note_in(note: str, lang: str) -> str:
     """One of `triangulate`'s notes in `lang` (zh: in Chinese; any other as it is)."""
-    if lang != "zh":
-        return note
-    for rx, zh in _ZH_NOTES:
-        m = rx.match(note)
-        if m is not None:
-            return zh(m)
-    return note
+    return zh_by(note, _ZH_NOTES) if lang == "zh" else note

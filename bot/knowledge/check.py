@@ -264,28 +264,27 @@ def check_healthy(folder: Path | None = None) -> list[str]:
     return problems
 
 
-def untitled_zh(incidents: list[Incident]) -> list[str]:
-    """One warning naming the incidents without `title_zh` (a Chinese answer then names the
-    thread and its cause instead), or none."""
-    missing = sorted(i.id for i in incidents if not i.title_zh)
+def _without(missing: list[str], what: str) -> list[str]:
+    """One warning naming the incidents in `missing` (the first 10), or none."""
     if not missing:
         return []
     shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
                                        else "")
-    return [f"{len(missing)} incident(s) without title_zh (the title in Chinese, one line "
-            f"after title:): {shown}"]
+    return [f"{len(missing)} incident(s) without {what}: {shown}"]
+
+
+def untitled_zh(incidents: list[Incident]) -> list[str]:
+    """One warning naming the incidents without `title_zh` (a Chinese answer then names the
+    thread and its cause instead), or none."""
+    return _without(sorted(i.id for i in incidents if not i.title_zh),
+                    "title_zh (the title in Chinese, one line after title:)")
 
 
 def unresolved_zh(incidents: list[Incident]) -> list[str]:
     """One warning naming the incidents without `resolution_zh` (a Chinese answer then leaves
     the fix to the thread's link), or none."""
-    missing = sorted(i.id for i in incidents if not i.resolution_zh)
-    if not missing:
-        return []
-    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
-                                       else "")
-    return [f"{len(missing)} incident(s) without resolution_zh (what fixed it in Chinese, one "
-            f"line after resolution:): {shown}"]
+    return _without(sorted(i.id for i in incidents if not i.resolution_zh),
+                    "resolution_zh (what fixed it in Chinese, one line after resolution:)")
 
 
 def check_all(directory: Path | None = None, require_basis: bool = True) -> CheckResult:

@@ -688,8 +688,22 @@ def _zh_code(code: str) -> str:
     return code.replace("exitcode", "退出码") if code != "failed" else "失败"
 
 
+#: English sentences ncclbot writes, each a pattern and its Chinese built from the match
+ZhTable = tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]
+
+
+def zh_by(text: str, table: ZhTable) -> str:
+    """`text` in Chinese by the first pattern of `table` that matches it; as it is when none
+    does."""
+    for rx, zh in table:
+        m = rx.match(text)
+        if m is not None:
+            return zh(m)
+    return text
+
+
 #: Each suspect reason `analyze_ranks` writes (the English above), in Chinese.
-_ZH_REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
+_ZH_REASONS: ZhTable = tuple(
     (re.compile(p), f) for p, f in (
         (r"^torchrun's first observed failure \((.+?)\), but its own error is a timeout or a "
          r"lost peer: it was waiting for another rank$",
@@ -809,20 +823,12 @@ def reason_in(reason: str, lang: str) -> str:
     parts stay joined by "; ", which readers of the reason split on."""
     if lang != "zh":
         return reason
-    out = []
-    for part in (p.strip() for p in reason.split("; ")):
-        for rx, zh in _ZH_REASONS:
-            m = rx.match(part)
-            if m is not None:
-                part = zh(m)
-                break
-        out.append(part)
-    return "; ".join(out)
+    return "; ".join(zh_by(p.strip(), _ZH_REASONS) for p in reason.split("; "))
 
 
 #: Each line `describe` writes in English, in Chinese (an answer kept in both languages, as
 #: Slack keeps its threads' answers, is shown to a Chinese reader with these).
-_ZH_RANK_LINES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
+_ZH_RANK_LINES: ZhTable = tuple(
     (re.compile(p), f) for p, f in (
         (r"^(\d+) rank\(s\) reported a watchdog timeout(?: of (\d+))?: (.+)$",
          lambda m: f"{m[1]} 个 rank 报告了 watchdog 超时" + (f"（共 {m[2]} 个）" if m[2] else "")
@@ -839,13 +845,7 @@ _ZH_RANK_LINES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ..
 
 def rank_line_in(line: str, lang: str) -> str:
     """One of `describe`'s English lines in `lang` (zh: in Chinese; any other as it is)."""
-    if lang != "zh":
-        return line
-    for rx, zh in _ZH_RANK_LINES:
-        m = rx.match(line)
-        if m is not None:
-            return zh(m)
-    return line
+    return zh_by(line, _ZH_RANK_LINES) if lang == "zh" else line
 
 
 def _first_error_ts(state: RankState) -> float:
