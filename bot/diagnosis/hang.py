@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
+from bot.diagnosis.hang_zh import node_note_zh
 from bot.diagnosis.rules import Signal
 from bot.logs.crossrank import ZhTable, reason_in, zh_by
 from bot.logs.flight_recorder import DumpError, FrDump, FrFinding, analyze_dumps
@@ -393,14 +394,16 @@ def headline(v: HangVerdict, lang: str) -> str:
     return f"{v.kind.replace('_', ' ')}: {v.summary}"
 
 
-#: Each note `triangulate` writes (the English above), in Chinese; a note from elsewhere (the
-#: node agent's) stays as it is.
+#: Each note `triangulate` writes (the English above), in Chinese; the node agent's own notes
+#: are translated by `hang_zh` (in backticks when no pattern knows them).
 _ZH_NOTES: ZhTable = tuple(
     (re.compile(p), f) for p, f in (
         (r"^(.+) rank (\d+): Flight Recorder dump not used \((.*)\)$",
-         lambda m: f"{m[1]} rank {m[2]}：没有使用它的 Flight Recorder dump（{m[3]}）"),
+         lambda m: f"{m[1]} rank {m[2]}：没有使用它的 Flight Recorder dump"
+                   f"（{node_note_zh(m[3])}）"),
         (r"^(.+) pid (\d+): no stack \((.*)\)$",
-         lambda m: f"{m[1]} pid {m[2]}：没有调用栈（{m[3]}）"),
+         lambda m: f"{m[1]} pid {m[2]}：没有调用栈（"
+                   f"{'空' if m[3] == 'empty' else node_note_zh(m[3])}）"),
         (r"^(.+) says rank (\d+) of job (.+), not below its WORLD_SIZE (\d+): not counted$",
          lambda m: f"{m[1]} 自称作业 {m[3]} 的 rank {m[2]}，但不小于其 WORLD_SIZE {m[4]}："
                    "不计入"),
@@ -430,5 +433,9 @@ _ZH_NOTES: ZhTable = tuple(
 
 
 def note_in(note: str, lang: str) -> str:
-    """One of `triangulate`'s notes in `lang` (zh: in Chinese; any other as it is)."""
-    return zh_by(note, _ZH_NOTES) if lang == "zh" else note
+    """One of `triangulate`'s notes, or a node's, in `lang` (zh: in Chinese, a note no
+    pattern knows in backticks; any other as it is)."""
+    if lang != "zh":
+        return note
+    zh = zh_by(note, _ZH_NOTES)
+    return zh if zh != note else node_note_zh(note) or note
