@@ -1,0 +1,55 @@
+"""`/nccl hang` for someone who reads Chinese (issue 25, one language): the node's own notes
+(its English wire format) are posted in Chinese, through the real app over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.render.lang import latin_prose
+from bot.slack.message import message_text
+from tests.slack.conftest import ONCALL, block_text, serving
+from tests.slack.fake_slack import FakeSlack
+
+#: what a node's collector writes (tools/hang/procs.py, collect.py, ras.py, nvml.py)
+NOTES = ["pid 1: not a rank of a distributed job (no RANK and LOCAL_RANK in its environment), "
+         "or gone; skipped"]
+RAS = ("NCCL RAS: NCCL RAS not listening on localhost:28028; RAS needs NCCL >= 2.24 and "
+       "NCCL_RAS_ENABLE not 0, and listens where NCCL_RAS_ADDR says (localhost:28028 by "
+       "default, on a node running the job)")
+
+
+def _sample() -> dict[str, Any]:
+    """A node agent's `hang` answer: rank 1 in its own code, the others in all_reduce, and
+    the node's notes."""
+    from tools.hang.model import Frame, HangSample, RankSample, ThreadStack
+    from tools.result import ToolResult
+
+    def rank(r: int) -> RankSample:
+        top = (Frame(function="load_shard", file="/job/train.py", line=40) if r == 1 else
+               Frame(function="all_reduce",
+                     file="/usr/lib/python3/torch/distributed/distributed_c10d.py", line=2501))
+        return RankSample(pid=1000 + r, rank=r, local_rank=r, world_size=4, job="j1",
+                          threads=[ThreadStack(name="MainThread", frames=[top])])
+
+    sample = HangSample(host="gpu-node07", ranks=[rank(r) for r in range(4)], notes=NOTES,
+                        ras_note=RAS)
+    return ToolResult(tool="hang", status="success", data=sample.model_dump(mode="json"),
+                      invocation="hang").model_dump(mode="json")
+
+
+def test_a_chinese_reader_gets_the_node_s_notes_in_chinese(slack: FakeSlack,
+                                                          make_app: Any) -> None:
+    def tweak(deps: Any) -> None:  # the agent's answer, as it comes over HTTP
+        deps.run_node = lambda node, tool, params, who: _sample()
+
+    app, deps = make_app(http=True, tweak=tweak)
+    with serving(app, deps.settings) as poster:
+        assert poster.command("lang zh", user=ONCALL)[0] == 200
+        assert poster.command("hang gpu-node07", user=ONCALL)[0] == 200
+        posted = slack.wait_for(lambda: next(
+            (m for m in slack.messages.values() if "load_shard" in block_text(m.get("blocks"))),
+            None), timeout=120)
+    shown = message_text(posted["blocks"])
+    assert "pid 1：不是分布式作业的 rank" in shown, shown
+    assert "gpu-node07：NCCL RAS：localhost:28028 上没有 NCCL RAS 在监听" in shown, shown
+    assert not latin_prose(shown), latin_prose(shown)
