@@ -39,8 +39,12 @@ def register(app: App, deps: Deps, diag: Diagnostics) -> None:
         v = RunButton.decode(click.value)
         if v is None:
             malformed(client, user, channel, "?", click.action.value, respond)
-        elif v.tool == "hang":  # "Why is it stuck?": every node the answer names
-            diag.hang(client, user, channel, thread_ts, v.targets(), respond)
+        elif v.tool == "hang":  # "Why is it stuck?": every node the answer names, answered
+            # in the thread's language (a Chinese thread's hang answer is Chinese)
+            asked = " ".join(deps.store.context(channel, thread_ts).questions[-1:]
+                             if thread_ts else [])
+            diag.hang(client, user, channel, thread_ts, v.targets(), respond,
+                      lang=choose(*deps.lang_prefs(user, channel), asked))
         else:
             diag.run(client, user, channel, thread_ts, v.node or "", v.tool, v.preset,
                      respond)
