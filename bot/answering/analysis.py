@@ -162,6 +162,7 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     the headline is what the samples show; the triangulation's notes, then `notes`."""
     from bot.answering.contract import decide_verdict
     from bot.diagnosis.hang import headline, note_in, triangulate
+    from bot.diagnosis.hang_zh import node_note_zh
     from bot.logs.crossrank import Suspect
 
     cards = list(knowledge_for(settings.cache_dir if settings else None)[0])
@@ -177,8 +178,11 @@ def answer_hang(samples: Sequence[HangSample], settings: Settings | None = None,
     top = diagnosis.root_causes[0].certainty if diagnosis.root_causes else None
     decided = decide_verdict(top, logs_given=True,
                              log_failure=verdict.kind not in ("unknown", "progressing"))
-    # the headline in each language; the notes (one language) in Chinese for a Chinese answer
+    # the headline in each language; the notes (one language) in Chinese for a Chinese answer:
+    # the triangulation's and the nodes' (`note_in`), and of `notes` those the node wrote (a
+    # node that found no rank); the others (why the LLM did not answer) as they are
     one = "zh" if lang == "zh" else "en"
+    more = [(node_note_zh(n, fallback=False) or n) if one == "zh" else n for n in notes]
     return build_answer(diagnosis, cards, None, lang, verdict=decided,
                         headline={lg: headline(verdict, lg) for lg in ("en", "zh")},
-                        notes=[*(note_in(n, one) for n in verdict.notes), *notes], llm=llm)
+                        notes=[*(note_in(n, one) for n in verdict.notes), *more], llm=llm)

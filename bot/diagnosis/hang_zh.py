@@ -323,10 +323,54 @@ _NVML: tuple[_Rule, ...] = (
     (r"NVML not available: (.*)", lambda m: f"NVML 不可用：{_code(m[1])}"),
 )
 
+#: bot/logs (flight_recorder.py, fr_sandbox.py, fr_scan.py): why the bot could not use a
+#: rank's dump, inside triangulate's "{host} rank {rank}: Flight Recorder dump not used (...)"
+_DUMPS: tuple[_Rule, ...] = (
+    # fr_scan.py (the name put before it): f"not a readable Flight Recorder dump (truncated or
+    # not one: {str(exc)[:120]}); copy the rank's dump again", "... (truncated or not one: the
+    # pickle does not end); copy the rank's dump again"
+    (r"(.+): not a readable Flight Recorder dump \(truncated or not one: (.+)\); copy the "
+     r"rank's dump again",
+     lambda m: f"{m[1]}：不是可读的 Flight Recorder dump（被截断或不是 dump：{_code(m[2])}）；"
+               "请重新复制该 rank 的 dump"),
+    # flight_recorder.py: f"{name}: not a readable Flight Recorder dump (truncated or not one:
+    # {type(exc).__name__})"; fr_sandbox.py: f"{name}: not a readable Flight Recorder dump
+    # ({type(exc).__name__})"
+    (r"(.+): not a readable Flight Recorder dump \((?:truncated or not one: )?(.+)\)",
+     lambda m: f"{m[1]}：不是可读的 Flight Recorder dump（被截断或不是 dump：{m[2]}）"),
+    # fr_sandbox.py: f"{name}: not read: it needs more memory than a dump may use; a real
+    # Flight Recorder dump fits, so this file is crafted or broken"
+    (r"(.+): not read: it needs more memory than a dump may use; a real Flight Recorder dump "
+     r"fits, so this file is crafted or broken",
+     lambda m: f"{m[1]}：没有读取：它需要的内存超过 dump 允许的用量；真正的 Flight Recorder dump "
+               "不会这样，所以这个文件是伪造或损坏的"),
+    # f"{name}: not a Flight Recorder dump (no 'entries' list)"
+    (r"(.+): not a Flight Recorder dump \(no 'entries' list\)",
+     lambda m: f"{m[1]}：不是 Flight Recorder dump（没有 `entries` 列表）"),
+    # f"{name}: {len(data)} bytes, over the {MAX_DUMP_BYTES} bytes a dump may have"
+    (r"(.+): (.+) bytes, over the (.+) bytes a dump may have",
+     lambda m: f"{m[1]}：{m[2]} 字节，超过 dump 允许的 {m[3]} 字节"),
+    # f"refused: {why} (crafted or damaged, nothing in it was run; get the rank's own dump)";
+    # flight_recorder.py: f"refused: the dump references {module}.{name} (crafted or damaged,
+    # nothing in it was run; get the rank's own dump)"
+    (r"(?:(.+?): )?refused: (.+) \(crafted or damaged, nothing in it was run; get the rank's "
+     r"own dump\)",
+     lambda m: (f"{m[1]}：" if m[1] else "") + f"拒绝读取：{_code(m[2])}（伪造或损坏的 dump，"
+               "其中的内容没有被执行；请取得该 rank 自己的 dump）"),
+    # fr_sandbox.py: f"{item.name}: not readable ({exc.strerror or exc})"
+    (r"(.+): not readable \((.*)\)", lambda m: f"{m[1]}：无法读取（{_code(m[2])}）"),
+    # f"{item.name}: not read (no dump reader took it)", f"{name}: not read (the dump reader
+    # could not start: {exc})", f"{name}: not read (the dump reader answered nonsense: ...)",
+    # f"{name}: not read: {self._why_dead(wall)}"
+    (r"(.+): not read \(no dump reader took it\)",
+     lambda m: f"{m[1]}：没有读取（没有 dump 读取进程接手）"),
+    (r"(.+): not read(?::| \()(.*?)\)?", lambda m: f"{m[1]}：没有读取（{_code(m[2])}）"),
+)
+
 #: every message the node's hang diagnostic writes, whole-string patterns, most specific first
 NODE_NOTES: ZhTable = tuple(
     (re.compile(p + r"\Z", re.DOTALL), f)
-    for p, f in (*_PIPE, *_COLLECT, *_PROCS, *_STACKS, *_RAS, *_NVML))
+    for p, f in (*_PIPE, *_COLLECT, *_PROCS, *_STACKS, *_RAS, *_NVML, *_DUMPS))
 
 #: a note the bot prefixed with the node's name: f"{s.host}: {note}" (bot/diagnosis/hang.py)
 _HOST = re.compile(r"([^\s:`]+): (.+)\Z", re.DOTALL)

@@ -234,3 +234,24 @@ def test_english_answers_keep_the_node_s_words(lang: str) -> None:
     sample = HangSample(host="n1", notes=[note], ranks=[
         RankSample(pid=r, rank=r, world_size=2, threads=threads) for r in range(2)])
     assert note in answer_hang([sample], lang=lang).notes
+
+
+def test_a_dump_the_bot_cannot_use_and_a_node_without_ranks_in_chinese() -> None:
+    """The bot's own reader (its sandbox) refuses a rank's dump that is not one; a second
+    node found no rank (its agent's reason comes as the answer's input note). Notes of the
+    input that are not the node's (why no LLM answered) stay as they are."""
+    import base64
+
+    threads = parse_dump_json((RECORDED / "py-spy-rank-in-all_reduce.json").read_text())
+    ranks = [RankSample(pid=r, rank=r, world_size=2, threads=threads) for r in range(2)]
+    ranks[1].fr_dump_b64 = base64.b64encode(b"not a pickle at all").decode()
+    none_here = ("gpu-node08: no rank of a distributed job found on this node (looked for "
+                 "processes with RANK and LOCAL_RANK in their environment, matching 'train.py')")
+    answer = answer_hang([HangSample(host="gpu-node07", ranks=ranks)], lang="zh",
+                         notes=[none_here, "the LLM is off"])
+    dump = next(n for n in answer.notes if "Flight Recorder dump" in n)
+    assert dump.startswith("gpu-node07 rank 1：没有使用它的 Flight Recorder dump（"), dump
+    assert not latin_prose(dump) and "请重新复制该 rank 的 dump" in dump, dump
+    assert ("gpu-node08：这个节点上没有找到分布式作业的 rank（查找的是环境变量中有 RANK 和 "
+            "LOCAL_RANK 的进程，命令行包含 `'train.py'`）") in answer.notes, answer.notes
+    assert answer.notes[-1] == "the LLM is off"
