@@ -6,7 +6,6 @@ run on fake ranks here, gives notes of each family that the answer shows in Chin
 
 from __future__ import annotations
 
-import ast
 import io
 import os
 import socket
@@ -24,99 +23,33 @@ from bot.diagnosis.hang_zh import node_note_zh
 from bot.render.lang import latin_prose
 from bot.render.terminal import render_answer
 from bot.slack.message import details_message, first_message, message_text
+from scripts.zh_leaks import node_messages
 from tests.conftest import ROOT
 from tests.hang.jobs import fake_ranks, need_py_spy, rank_env
 from tools.hang.model import HangSample, RankSample
 from tools.hang.stacks import parse_dump_json
 
-#: where the node's notes are written (tools/runner.py: why py-spy did not run; tools/nvml.py:
-#: why there is no GPU sample)
-SOURCES = [*(ROOT / "tools" / "hang").glob("*.py"), ROOT / "tools" / "runner.py",
-           ROOT / "tools" / "nvml.py"]
-NOTE_FIELDS = {"fr_note", "ras_note", "gpu_note", "stack_error"}
-#: exceptions whose message becomes a note (`NCCL RAS: {exc}`, `{exc} (no GPU sample)`, ...)
-NOTE_ERRORS = {"RefusedError", "RasUnavailableError", "RasRefusedError", "NvmlUnavailableError"}
-#: functions whose plain `return "..."` is a note (pipe_paths: why a rank has no pipe,
-#: reader._why: why a file is not opened, ras.refusal: why RAS is not asked)
-NOTE_RETURNS = {"pipe_paths", "_why", "refusal"}
-
-
-def _text(node: ast.expr) -> str | None:
-    """A string expression with each interpolated value as `7`; None when not a string."""
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.JoinedStr):
-        return "".join(str(v.value) if isinstance(v, ast.Constant) else "7"
-                       for v in node.values)
-    if isinstance(node, ast.IfExp):  # `(", matching ..." if p.pattern else "")`: the text
-        return _text(node.body)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _text(node.left), _text(node.right)
-        if left is None and right is None:
-            return None
-        return (left or "7") + (right or "7")
-    return None
-
-
-def _notes_in(tree: ast.AST) -> list[tuple[int, str]]:
-    """Every note-writing string of one module: appended to `notes`, set as a rank's or the
-    node's note field, the note of a `(value, note)` return or of `_outcome`'s late pair, a
-    note-carrying exception's message, a command's `error=`, a no-rank reason."""
-    found: list[tuple[int, str]] = []
-
-    def add(expr: ast.expr | None) -> None:
-        if expr is not None and (t := _text(expr)) is not None and any(c.isalpha() for c in t):
-            found.append((expr.lineno, t))
-
-    for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
-                add(node.value.elts[-1])
-            elif (isinstance(node, ast.Return) and fn.name in NOTE_RETURNS
-                  and node.value is not None):
-                add(node.value)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
-                else ""
-            owner = f.value if isinstance(f, ast.Attribute) else None
-            to_notes = name == "append" and (
-                (isinstance(owner, ast.Name) and owner.id == "notes")
-                or (isinstance(owner, ast.Attribute) and owner.attr == "notes"))
-            if to_notes or (name in NOTE_ERRORS and node.args):
-                add(node.args[0])
-            elif name == "_outcome" and isinstance(late := node.args[1], ast.Tuple):
-                add(late.elts[-1])
-            elif name == "unavailable" and len(node.args) > 2:
-                add(node.args[2])
-            for kw in node.keywords:
-                if kw.arg == "error":
-                    add(kw.value)
-        elif isinstance(node, ast.Assign | ast.AugAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                elts = t.elts if isinstance(t, ast.Tuple) else [t]
-                vals = (node.value.elts if isinstance(node.value, ast.Tuple) and
-                        isinstance(t, ast.Tuple) else [node.value] * len(elts))
-                for e, v in zip(elts, vals, strict=False):
-                    if ((isinstance(e, ast.Attribute) and e.attr in NOTE_FIELDS)
-                            or (isinstance(node, ast.AugAssign) and isinstance(e, ast.Name)
-                                and e.id == "why")):
-                        add(v)
-    return found
-
 
 def test_every_note_the_node_writes_has_chinese() -> None:
-    seen, missing = 0, []
-    for path in SOURCES:
-        for line, text in _notes_in(ast.parse(path.read_text(encoding="utf-8"))):
-            seen += 1
-            zh = node_note_zh(text, fallback=False)
-            if zh is None or latin_prose(zh):
-                missing.append(f"{path.relative_to(ROOT)}:{line}: {text!r} -> {zh!r}")
-    assert seen >= 60, seen  # the scan finds the notes (not an empty pass)
+    """Each note string of tools/hang (scripts/zh_leaks.node_messages reads them with ast)
+    has a pattern, and its Chinese has no English prose."""
+    messages, missing = node_messages(), []
+    for where, line, text in messages:
+        zh = node_note_zh(text, fallback=False)
+        if zh is None or latin_prose(zh):
+            missing.append(f"{where}:{line}: {text!r} -> {zh!r}")
+    assert len(messages) >= 60, messages  # the scan finds the notes (not an empty pass)
     assert not missing, "notes without a Chinese pattern:\n" + "\n".join(missing)
+
+
+def test_every_node_message_in_a_chinese_hang_answer_on_every_surface() -> None:
+    """zh_leaks --hang: each message as a node's note, answered in Chinese, on the CLI's
+    details text and Slack's first and Details messages: no English prose anywhere."""
+    from scripts.zh_leaks import measure_hang
+
+    tally = measure_hang()
+    assert sum(tally.texts.values()) == 3 * len(node_messages())
+    assert not tally.common, tally.where
 
 
 def test_a_note_no_pattern_knows_is_kept_in_backticks() -> None:
