@@ -22,6 +22,8 @@ of `<`/`>` met an incident's `resolution_zh`, 3 quotes cut by shortening) -> 0 o
 full run, once those were in backticks too (9 min on 2 cores). The last column counts the
 texts showing what fixed the nearest past incident in Chinese (`resolution_zh`; before, a
 Chinese answer hid the fix): 426 of 1002 (analyze 105 of 167, Slack first message 72).
+After the cards' Chinese put its quoted English ('…', "…", 「…」) in backticks too (204 logs,
+1224 texts): still 0 runs; the fix shown in 597 texts (analyze 138 of 204).
 
 The live-hang answer (`ncclbot node hang`, Slack's `/nccl hang` and "Why is it stuck?") is
 measured apart (`--hang`): every message the node's hang diagnostic can write (each note
