@@ -123,22 +123,45 @@ def named(clues: Clues | None) -> bool:
 
 
 def grounded(kinds: frozenset[str] | set[str], log_given: bool = False,
-             clues: Clues | None = None) -> bool:
+             clues: Clues | None = None, matched: bool | None = None) -> bool:
     """Whether a cause may be `possible`: with a log (`log_given`, or its kinds show one: the
-    nearest past incidents voted), only when the log itself names it (`OWN`, and `named`
-    by its `clues` when known). Beside a log, a non-likely lead that rests only on what the
-    log resembles and the question's words was right 10 of 22 times in grouped CV, 7/20
-    leaving its repository out and 3/13 on newer threads (dev `ask --log`,
+    nearest past incidents voted), only when the log itself names it (`OWN`, and `named` by its
+    `clues` when known) and it is more than one generic line's hint (`confirmed`; `matched`:
+    whether its card's own evidence matched, None: not known). Beside a log, a non-likely lead
+    that rests only on what the log resembles and the question's words was right 10 of 22 times
+    in grouped CV, 7/20 leaving its repository out and 3/13 on newer threads (dev `ask --log`,
     benchmarks/calibration.py). Without a log, only when two independent readings of the
-    question agree: the cards it reads like and the past threads whose questions resemble
-    it (`asked`). Question-only leads said `possible` were right 17/21, 13/18 and 16/18
-    times with that agreement and 8/15, 7/15 and 5/11 without (grouped, leave-one-repo-out,
-    time-ordered CV, dev `ask`)."""
+    question agree: the cards it reads like and the past threads whose questions resemble it
+    (`asked`). Question-only leads said `possible` were right 17/21, 13/18 and 16/18 times with
+    that agreement and 8/15, 7/15 and 5/11 without (grouped, leave-one-repo-out, time-ordered
+    CV, dev `ask`)."""
     if kinds & OWN:
-        return named(clues)
+        return named(clues) and confirmed(kinds, matched, clues)
     if log_given or "nearest" in kinds:
         return False
     return "asked" in kinds
+
+
+#: A clue at least this strong means its cause at least as often as not (a rule's strength
+#: is about how often its line means that cause): it may stand without a second reading.
+ON_ITS_OWN = 0.5
+
+
+def confirmed(kinds: frozenset[str] | set[str], matched: bool | None,
+              clues: Clues | None = None) -> bool:
+    """Whether a cause the log names is more than one generic line's hint: its card's own
+    evidence matched (`matched`: one of the card's signatures fired, or a past incident filed
+    under that card is among the nearest to the log), the person answered a deciding
+    question for it (`fact`), or the log's own clue for it means it at least as often as not
+    (`ON_ITS_OWN`). A weaker rule names a family from one line ("connection refused",
+    ncclSystemError, a topology table); without a known failure of that family that the log
+    resembles, it is a family to check, not a cause to bet on, and the answer is unclear
+    between families. On the dev threads no card cites, the leads the earlier rules called
+    `possible` were right 27 of 28 times with a matched card and 36 of 62 without (`analyze`
+    and `ask --log`, grouped, leave-one-repo-out and time-ordered CV together,
+    benchmarks/calibration.py). None (not known): not required."""
+    return matched is None or matched or "fact" in kinds or (
+        clues is not None and clues[0] >= ON_ITS_OWN - 1e-9)
 
 
 def uncontested(confidence: float, margin: float | None) -> bool:
@@ -161,18 +184,20 @@ def group_of(kinds: frozenset[str] | set[str], alone: bool = False) -> str:
 
 def certainty(confidence: float, kinds: frozenset[str] | set[str] = frozenset(),
               cuts: Cuts | None = None, margin: float | None = None,
-              log_given: bool = False, clues: Clues | None = None) -> str:
+              log_given: bool = False, clues: Clues | None = None,
+              matched: bool | None = None) -> str:
     """The confidence of a root cause in words: likely, possible or weak, from the cuts of
     its evidence group (`CERTAINTY_CUTS`, chosen by grouped cross-validation). `margin`: a
     cause's lead over the best other category; within `CLOSE` (or behind) it is never
     `possible` (None: not known, no such rule); nor is a cause the log does not name itself
-    (`grounded`; `log_given`: a log was read; `clues`: see `named`)."""
+    (`grounded`; `log_given`: a log was read; `clues`: see `named`; `matched`: see
+    `confirmed`)."""
     likely_from, possible_from = (cuts or CERTAINTY_CUTS)[
         group_of(kinds, uncontested(confidence, margin))]
     if confidence >= likely_from and (margin is None or margin > 0):
         return "likely"  # only a leading cause: one behind another is never more than weak
     if confidence >= possible_from and (margin is None or margin >= CLOSE) \
-            and grounded(kinds, log_given, clues):
+            and grounded(kinds, log_given, clues, matched):
         return "possible"
     return "weak"
 
@@ -225,7 +250,7 @@ class RootCause:
         if self.unfailed:
             return "weak"
         return capped_certainty(self.confidence, self.kinds, self.log_alone, margin=self.margin,
-                                clues=self.clues)
+                                clues=self.clues, matched=self.card_matched)
 
 
 #: what the log alone said of a category: (confidence, kinds, margin)
@@ -234,15 +259,20 @@ Alone = tuple[float, frozenset[str], float | None]
 
 def capped_certainty(confidence: float, kinds: frozenset[str], log_alone: Alone | None,
                      cuts: Cuts | None = None, margin: float | None = None,
-                     clues: Clues | None = None) -> str:
+                     clues: Clues | None = None, matched: bool | None = None) -> str:
     """A cause's certainty; with a question beside a log, `likely` only when the log alone
-    says `likely` for it: the question ranks, but cannot make a cause certain; and
-    `possible` only when the log itself names it (`grounded`)."""
+    says `likely` for it: the question ranks, but cannot make a cause certain. A lead the
+    question lifted past the likely cut is then `possible` only on the terms every
+    `possible` meets (a clear lead, `CLOSE`, that the log itself names, `grounded`), never
+    by the question's lift alone: said `possible` that way, such leads were right 2 of 6
+    times on the dev threads no card cites (grouped and leave-one-repo-out CV, `ask --log`,
+    benchmarks/calibration.py)."""
     word = certainty(confidence, kinds, cuts, margin, log_given=log_alone is not None,
-                     clues=clues)
+                     clues=clues, matched=matched)
     if word == "likely" and log_alone is not None and \
             certainty(log_alone[0], log_alone[1], cuts, log_alone[2]) != "likely":
-        return "possible"
+        clear = margin is None or margin >= CLOSE
+        return "possible" if clear and grounded(kinds, True, clues, matched) else "weak"
     return word
 
 

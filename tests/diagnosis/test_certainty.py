@@ -253,9 +253,10 @@ def test_harder_splits_never_train_on_the_test_repository_or_a_newer_thread() ->
 def test_the_words_hold_on_newer_threads() -> None:
     """`analyze`, time-ordered CV on the dev corpus (each newer block answered with an index
     of the older threads only, cuts fit on the older threads): `likely` >= 90% right on at
-    least a quarter of the answers, `possible` >= 60% (28/30 on 33% and 10/12 on
-    2026-11-29; cuts fit on analyze answers only, `benchmarks/calibration.py` fits them on
-    every mode)."""
+    least a quarter of the answers, `possible`, when said, >= 60% (cuts fit on analyze
+    answers only, `benchmarks/calibration.py` fits them on every mode: the older blocks'
+    analyze answers alone hold too few leads that meet `engine.confirmed` below the likely
+    cut to check `possible` on, so it is not said here)."""
     from bot.diagnosis.evaluate import (
         analyze_incidents,
         grouped_splits,
@@ -284,7 +285,7 @@ def test_the_words_hold_on_newer_threads() -> None:
     stats = said_stats(split_cut_cv(splits, answered(splits), answered(grouped_splits(dev))))
     likely, possible = stats["likely"], stats["possible"]
     assert likely.precision is not None and likely.precision >= 0.9 and likely.coverage >= 0.25
-    assert possible.precision is not None and possible.precision >= 0.6
+    assert possible.precision is None or possible.precision >= 0.6
 
 
 def test_the_deciding_question_tells_the_leaders_apart() -> None:
@@ -379,3 +380,75 @@ def test_a_tie_between_a_cause_and_a_timeout_symptom_goes_to_the_cause() -> None
     assert score["rank_crashed"] == score["collective_mismatch"]
     order = [rc.category for rc in causes]
     assert order.index("rank_crashed") < order.index("collective_mismatch")
+
+
+def test_a_lead_the_question_lifts_is_possible_only_on_possible_terms() -> None:
+    """Beside a log, a lead the question lifts past the likely cut is never `likely` (the log
+    alone did not say so); it is `possible` only when any `possible` would be: a clear lead
+    the log itself names. A lead resting on the question and the log's neighbours alone, or
+    a close call, is unclear."""
+    from bot.diagnosis.engine import capped_certainty
+
+    cuts = {g: (0.6, 0.3) for g in GROUPS}
+    weak_alone = (0.2, frozenset({"rule"}), 0.2)
+    named_by_log = frozenset({"question", "rule"})
+    assert capped_certainty(0.7, named_by_log, weak_alone, cuts, margin=0.4,
+                            clues=(0.55, 0.0), matched=False) == "possible"
+    # only the question's words and the neighbours: the log names nothing
+    assert capped_certainty(0.7, frozenset({"question", "asked", "nearest"}),
+                            (0.07, frozenset({"nearest"}), -0.03), cuts, margin=0.4) == "weak"
+    # the log's clue for it is a hint, or another family's is stronger
+    assert capped_certainty(0.7, named_by_log, weak_alone, cuts, margin=0.4,
+                            clues=(0.25, 0.2)) == "weak"
+    # a close call
+    assert capped_certainty(0.7, named_by_log, weak_alone, cuts, margin=CLOSE / 2,
+                            clues=(0.55, 0.0)) == "weak"
+    # the log alone says likely: the question does not take it away
+    assert capped_certainty(0.7, named_by_log, (0.65, frozenset({"rule"}), 0.65), cuts,
+                            margin=0.4, clues=(0.55, 0.0)) == "likely"
+
+
+def test_a_family_a_weak_rule_names_needs_a_second_reading() -> None:
+    """`possible` for a cause the log names needs more than one generic line
+    (`engine.confirmed`): its card's own evidence matched, a deciding question answered for
+    it, or a clue that means the cause at least as often as not (`ON_ITS_OWN`); unknown
+    (None) leaves the rule out. `likely` is not touched."""
+    from bot.diagnosis.engine import ON_ITS_OWN, confirmed
+
+    cuts = {g: (0.9, 0.2) for g in GROUPS}
+    hint = (0.45, 0.0)
+    assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=hint, matched=False) == "weak"
+    assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=hint, matched=True) == "possible"
+    assert certainty(0.5, {"rule", "fact"}, cuts, margin=0.3, clues=hint,
+                     matched=False) == "possible"
+    assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=(ON_ITS_OWN, 0.0),
+                     matched=False) == "possible"
+    assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=hint) == "possible"
+    assert certainty(0.95, {"rule"}, cuts, margin=0.5, clues=hint, matched=False) == "likely"
+    assert confirmed({"rule"}, None) and not confirmed({"rule"}, False, (0.3, 0.0))
+    # the fit checks `possible` on the same leads
+    rows = [Outcome(f"c{i}", f"https://x/t{i}", "analyze", 0.3 + i / 100, frozenset({"rule"}),
+                    True, True, 0.2, matched=False, clues=(0.3, 0.0)) for i in range(20)]
+    assert word_stats(rows, fit_cuts(rows, margin=0.0))["possible"].n == 0
+
+
+def test_a_topology_table_alone_is_a_family_to_check() -> None:
+    """NVIDIA/nccl#1343 (the cause: GPUDirect RDMA needed nvidia-peermem): the log's only
+    clue is the GPUs' PCIe topology table, a hint at P2P that no card's evidence matches; the
+    lead is unclear. hugectr-backend#42: a SIGBUS, which means /dev/shm ran out more often
+    than not, is `possible` on its own (no corpus: no past incident to match)."""
+    cards = list(bundled_cards())
+    by_id = {i.id: i for i in load_incidents()}
+    tops = {}
+    for cid in ("nccl-1343-gdr-needs-nvidia-peermem",
+                "hugectr-backend-42-merlin-22-04-nccl-sigbus-docker-shm"):
+        report = analyzer_for(cards).analyze([text_source("a.log", by_id[cid].log)])
+        tops[cid] = diagnose(report, cards).root_causes[0]
+    topo = tops["nccl-1343-gdr-needs-nvidia-peermem"]
+    assert topo.category == "p2p_pcie_topology" and not topo.card_matched
+    assert certainty(topo.confidence, topo.kinds, margin=topo.margin,
+                     clues=topo.clues) == "possible"  # without the rule
+    assert topo.certainty == "weak"
+    shm = tops["hugectr-backend-42-merlin-22-04-nccl-sigbus-docker-shm"]
+    assert shm.category == "shm_ipc_container" and not shm.card_matched
+    assert shm.certainty == "possible"
