@@ -61,8 +61,9 @@ DETECTED = 0.8
 #: structural rule that compares ranks or reads a decisive line, strength >= DETECTED),
 #: `rule` (a weaker structural rule), `nearest` (past incidents near the log voted for it),
 #: `question` (only the question's wording points at it), `specific` (the question points
-#: at one of its cards), `asked` (it is what most of the past threads whose questions read
-#: like this one turned out to be), `fact` (an answered deciding question supports it).
+#: at one of its cards), `asked` (both readings of the question put it first: the card it
+#: reads most like, and what most of the past threads whose questions read like it turned
+#: out to be; `bot.answering.ask.agree`), `fact` (an answered deciding question supports it).
 KINDS = ("signature", "detected", "rule", "nearest", "question", "specific", "asked", "fact")
 #: The groups certainty is calibrated in, strongest first: a direct detection; a card's
 #: signature that the nearest past incidents agree with; other evidence in the log with no
@@ -131,10 +132,11 @@ def grounded(kinds: frozenset[str] | set[str], log_given: bool = False,
     that rests only on what the log resembles and the question's words was right 10 of 22 times
     in grouped CV, 7/20 leaving its repository out and 3/13 on newer threads (dev `ask --log`,
     benchmarks/calibration.py). Without a log, only when two independent readings of the
-    question agree: the cards it reads like and the past threads whose questions resemble it
-    (`asked`). Question-only leads said `possible` were right 17/21, 13/18 and 16/18 times with
-    that agreement and 8/15, 7/15 and 5/11 without (grouped, leave-one-repo-out, time-ordered
-    CV, dev `ask`)."""
+    question put it first (`asked`, `bot.answering.ask.agree`): the card it reads most like and
+    the past threads whose questions resemble it. Question-only leads said `possible` were right
+    17/21, 13/18 and 16/18 times with the past threads' vote behind them and 8/15, 7/15 and 5/11
+    without (grouped, leave-one-repo-out, time-ordered CV, dev `ask`); `agree` adds the cards'
+    reading."""
     if kinds & OWN:
         return named(clues) and confirmed(kinds, matched, clues)
     if log_given or "nearest" in kinds:
