@@ -55,6 +55,7 @@ from bot.diagnosis.evaluate import (  # noqa: E402
     Outcome,
     WordStats,
     analyze_incidents,
+    decisive_logs_held,
     fit_cuts,
     fold_of,
     grouped_cut_cv,
@@ -307,6 +308,14 @@ def main() -> None:
                 summary[f"{scheme} / {mode} / {label.strip()}"] = {
                     w: {"n": s.n, "precision": s.precision, "coverage": round(s.coverage, 3)}
                     for w, s in stats.items()}
+    for scheme in args.schemes:
+        held = decisive_logs_held(answered[scheme])
+        lines.append(f"[{scheme}] a question beside a log that alone is diagnosed: changed the "
+                     f"lead {held[1]} of {held[0]} times, left it undiagnosed {held[2]}; beside "
+                     f"a log with no failure, made it a diagnosis {held[4]} of {held[3]}")
+        summary[f"{scheme} / question vs decisive log"] = dict(zip(
+            ("decisive", "lead changed", "undiagnosed", "no failure", "diagnosed"), held,
+            strict=True))
     for folder in args.eval_folder or []:
         for mode, stats in eval_folder(folder).items():
             lines.append(f"{folder.name} [{mode}] n={stats['likely'].total}  {fmt(stats)}")

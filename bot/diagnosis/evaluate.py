@@ -389,6 +389,21 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | N
                    top.clues if top else None)
 
 
+def decisive_logs_held(outcomes: Sequence[Outcome]) -> tuple[int, int, int, int, int]:
+    """A question must not outvote a decisive log, nor make an evidence-free one a diagnosis:
+    (logs whose `analyze` answer is diagnosed, of those the `ask --log` answers that lead with
+    another category, and that are not diagnosed; logs whose `analyze` answer is
+    no_evidence, of those the `ask --log` answers that are diagnosed)."""
+    alone = {o.id: o for o in outcomes if o.mode == "analyze"}
+    asked = {o.id: o for o in outcomes if o.mode == "ask --log"}
+    both = [(alone[i], asked[i]) for i in alone if i in asked]
+    decisive = [(a, q) for a, q in both if a.verdict == "diagnosed"]
+    empty = [(a, q) for a, q in both if a.verdict == "no_evidence"]
+    return (len(decisive), sum(q.category != a.category for a, q in decisive),
+            sum(q.verdict != "diagnosed" for _, q in decisive), len(empty),
+            sum(q.verdict == "diagnosed" for _, q in empty))
+
+
 # -- harder splits: new repositories, newer threads --------------------------------------------
 
 #: (name, training incidents, test incidents): one split of a cross-validation scheme

@@ -452,3 +452,20 @@ def test_a_topology_table_alone_is_a_family_to_check() -> None:
     shm = tops["hugectr-backend-42-merlin-22-04-nccl-sigbus-docker-shm"]
     assert shm.category == "shm_ipc_container" and not shm.card_matched
     assert shm.certainty == "possible"
+
+
+def test_how_a_question_beside_a_decisive_or_empty_log_is_counted() -> None:
+    """`decisive_logs_held` (pure): a log whose own answer is diagnosed, and a question that
+    changes its lead or leaves it undiagnosed; an evidence-free log a question diagnoses."""
+    from bot.diagnosis.evaluate import decisive_logs_held
+
+    def o(i: int, mode: str, verdict: str, category: str) -> Outcome:
+        return Outcome(f"c{i}", f"https://x/t{i}", mode, 0.6, frozenset({"rule"}), True, True,
+                       verdict=verdict, category=category)
+
+    rows = [o(1, "analyze", "diagnosed", "a"), o(1, "ask --log", "diagnosed", "a"),
+            o(2, "analyze", "diagnosed", "a"), o(2, "ask --log", "unknown", "b"),
+            o(3, "analyze", "no_evidence", "a"), o(3, "ask --log", "diagnosed", "a"),
+            o(4, "analyze", "no_evidence", "a"), o(4, "ask --log", "no_evidence", "a"),
+            o(5, "analyze", "diagnosed", "a")]  # no question: not counted
+    assert decisive_logs_held(rows) == (2, 1, 1, 2, 1)
