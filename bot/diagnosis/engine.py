@@ -249,8 +249,10 @@ class RootCause:
     def certainty(self) -> str:
         if self.unfailed:
             return "weak"
+        # the team's own resolved incident nearest to the log is a second reading, card or not
         return capped_certainty(self.confidence, self.kinds, self.log_alone, margin=self.margin,
-                                clues=self.clues, matched=self.card_matched)
+                                clues=self.clues,
+                                matched=self.card_matched or self.local is not None)
 
 
 #: what the log alone said of a category: (confidence, kinds, margin)

@@ -486,3 +486,20 @@ def test_how_a_question_beside_a_decisive_or_empty_log_is_counted() -> None:
             o(4, "analyze", "no_evidence", "a"), o(4, "ask --log", "no_evidence", "a"),
             o(5, "analyze", "diagnosed", "a")]  # no question: not counted
     assert decisive_logs_held(rows) == (2, 1, 1, 2, 1)
+
+
+def test_the_teams_own_incident_is_a_second_reading_card_or_not() -> None:
+    """A lead the log's rule names, with the team's own resolved incident (filed under no
+    card: something new) as its nearest evidence, may be `possible`; the same lead with no
+    such incident and no matched card is unclear."""
+    from bot.diagnosis.engine import RootCause
+    from bot.memory.model import capture
+
+    team = capture(log_lines=["NCCL WARN Call to connect returned Connection refused"],
+                   category="network_interface", resolution="pinned NCCL_SOCKET_IFNAME=ib0",
+                   who="UALICE", role="asker", keep_hosts=False)
+    def lead(local: object = None) -> RootCause:
+        return RootCause("network_interface", None, 0.45, 0.5, kinds=frozenset({"rule", "nearest"}),
+                         margin=0.3, clues=(0.45, 0.0), local=team if local else None)
+
+    assert lead().certainty == "weak" and lead(team).certainty == "possible"
