@@ -133,7 +133,8 @@ def agree(read: Sequence[Signal], resembles: Sequence[Signal]) -> str | None:
     it turned out to be (`asked_signals`); None otherwise. Question-only leads said
     `possible` where only the past threads put them first were right 1 of 5, 3 of 6 and 1
     of 2 times on the dev threads no card cites (grouped, leave-one-repo-out, time-ordered
-    CV, benchmarks/calibration.py), against 12/14, 13/17 and 5/5 where both did."""
+    CV, cuts fit in each split's training threads, benchmarks/calibration.py), against
+    12/14, 13/17 and 5/5 where both did."""
     if read and resembles and read[0].category == resembles[0].category:
         return read[0].category
     return None

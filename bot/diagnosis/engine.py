@@ -266,7 +266,7 @@ def capped_certainty(confidence: float, kinds: frozenset[str], log_alone: Alone 
     says `likely` for it: the question ranks, but cannot make a cause certain. A lead the
     question lifted past the likely cut is then `possible` only on the terms every
     `possible` meets (a clear lead, `CLOSE`, that the log itself names, `grounded`), never
-    by the question's lift alone: said `possible` that way, such leads were right 2 of 6
+    by the question's lift alone: said `possible` that way, such leads were right 1 of 6
     times on the dev threads no card cites (grouped and leave-one-repo-out CV, `ask --log`,
     benchmarks/calibration.py)."""
     word = certainty(confidence, kinds, cuts, margin, log_given=log_alone is not None,
