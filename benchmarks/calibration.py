@@ -21,8 +21,9 @@ and coverage (the share of answers said with that word), with the shipped cuts
 grouped only), and with cuts chosen on each split's training threads (`evaluate.fit_cuts`
 on their grouped-CV answers, as the shipped cuts are chosen) and applied to its test
 threads; then the same for the test threads no card cites (the sealed set is drawn from
-those). An answer whose verdict is `no_evidence` says no word (weak). Choose a change by
-the harder schemes, not by the grouped one. `--fit` prints the cuts chosen on all of dev
+those), with the shipped cuts and with the cuts fit in train. An answer whose verdict is
+`no_evidence` says no word (weak). Choose a change by the harder schemes, not by the
+grouped one. `--fit` prints the cuts chosen on all of dev
 (what ships).
 
 A reliability diagram (confidence bins vs. how often the leading cause was right, per mode)
@@ -54,6 +55,7 @@ from bot.diagnosis.evaluate import (  # noqa: E402
     Outcome,
     WordStats,
     analyze_incidents,
+    decisive_logs_held,
     fit_cuts,
     fold_of,
     grouped_cut_cv,
@@ -290,6 +292,8 @@ def main() -> None:
             rows = [o for o in answered[scheme] if o.mode == mode]
             said = [(o, w) for o, w in said_all if o.mode == mode]
             table = {"shipped cuts": word_stats(rows, CERTAINTY_CUTS),
+                     "  uncited, shipped cuts": word_stats([o for o in rows if o.id in uncited],
+                                                           CERTAINTY_CUTS),
                      "cuts fit in train": said_stats(said),
                      "  uncited threads": said_stats([(o, w) for o, w in said
                                                       if o.id in uncited])}
@@ -304,6 +308,14 @@ def main() -> None:
                 summary[f"{scheme} / {mode} / {label.strip()}"] = {
                     w: {"n": s.n, "precision": s.precision, "coverage": round(s.coverage, 3)}
                     for w, s in stats.items()}
+    for scheme in args.schemes:
+        held = decisive_logs_held(answered[scheme])
+        lines.append(f"[{scheme}] a question beside a log that alone is diagnosed: changed the "
+                     f"lead {held[1]} of {held[0]} times, left it undiagnosed {held[2]}; beside "
+                     f"a log with no failure, made it a diagnosis {held[4]} of {held[3]}")
+        summary[f"{scheme} / question vs decisive log"] = dict(zip(
+            ("decisive", "lead changed", "undiagnosed", "no failure", "diagnosed"), held,
+            strict=True))
     for folder in args.eval_folder or []:
         for mode, stats in eval_folder(folder).items():
             lines.append(f"{folder.name} [{mode}] n={stats['likely'].total}  {fmt(stats)}")

@@ -256,8 +256,9 @@ class Outcome:
     top3: bool
     #: the leading cause's lead over the next category (confidence points); None: not known
     margin: float | None = None
-    #: whether the leading cause's card has its own evidence
-    matched: bool = False
+    #: whether the leading cause's card has its own evidence (`engine.confirmed`); None:
+    #: not known
+    matched: bool | None = None
     #: with a question beside a log: what the log alone said of the leading category
     log_alone: Alone | None = None
     #: the answer's verdict (every incident is a real failure: `no_evidence` is a miss)
@@ -274,7 +275,7 @@ class Outcome:
         if self.verdict == "no_evidence":
             return "weak"
         return capped_certainty(self.confidence, self.kinds, self.log_alone, cuts, self.margin,
-                                self.clues)
+                                self.clues, self.matched)
 
     @property
     def group(self) -> str:
@@ -341,7 +342,7 @@ def fit_cuts(outcomes: Sequence[Outcome], margin: float = 0.03) -> Cuts:
         likely = _lowest_cut(points, TARGETS["likely"], margin)
         below = [(o.confidence, o.top1) for o in rows
                  if o.confidence < likely and (o.margin is None or o.margin >= CLOSE)
-                 and grounded(o.kinds, o.log_alone is not None, o.clues)]
+                 and grounded(o.kinds, o.log_alone is not None, o.clues, o.matched)]
         # too few cases below the likely cut to check `possible` on: it is not said (a cause
         # of the group below its likely cut is unclear)
         possible = min(likely, _lowest_cut(below, TARGETS["possible"], margin)
@@ -386,6 +387,21 @@ def outcome_of(case: Incident, mode: str, diagnosis: Diagnosis, verdict: str | N
                    bool(top and top.card_matched), top.log_alone if top else None,
                    verdict or diagnosis.verdict, top.category if top else "",
                    top.clues if top else None)
+
+
+def decisive_logs_held(outcomes: Sequence[Outcome]) -> tuple[int, int, int, int, int]:
+    """A question must not outvote a decisive log, nor make an evidence-free one a diagnosis:
+    (logs whose `analyze` answer is diagnosed, of those the `ask --log` answers that lead with
+    another category, and that are not diagnosed; logs whose `analyze` answer is
+    no_evidence, of those the `ask --log` answers that are diagnosed)."""
+    alone = {o.id: o for o in outcomes if o.mode == "analyze"}
+    asked = {o.id: o for o in outcomes if o.mode == "ask --log"}
+    both = [(alone[i], asked[i]) for i in alone if i in asked]
+    decisive = [(a, q) for a, q in both if a.verdict == "diagnosed"]
+    empty = [(a, q) for a, q in both if a.verdict == "no_evidence"]
+    return (len(decisive), sum(q.category != a.category for a, q in decisive),
+            sum(q.verdict != "diagnosed" for _, q in decisive), len(empty),
+            sum(q.verdict == "diagnosed" for _, q in empty))
 
 
 # -- harder splits: new repositories, newer threads --------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 from bot.answering.contract import decide_verdict
 from bot.answering.knowledge import bundled_cards
 from bot.diagnosis.engine import (
+    CERTAINTY_CUTS,
     CLOSE,
     GROUPS,
     UNCALIBRATED,
@@ -158,8 +159,8 @@ def test_the_simulated_reporter_answers_what_the_question_implies() -> None:
 def test_the_words_hold_on_threads_the_cuts_never_saw() -> None:
     """`analyze` on every dev incident, grouped 5-fold CV by thread (the nearest-incident
     index and the cuts both chosen on the other folds): `likely` is right >= 90% of the
-    time on at least a quarter of the answers, `possible` >= 60% (95% on 31% and 76% on
-    28% on 2026-11-29, `benchmarks/calibration.py`)."""
+    time on at least a quarter of the answers, `possible` >= 60% when the fit says it, and
+    with the shipped cuts (`benchmarks/calibration.py` fits the cuts on every mode)."""
     from bot.diagnosis.evaluate import analyze_incidents, fold_of, neighbours_for, outcome_of
     from bot.diagnosis.nearest import IncidentIndex
     from bot.knowledge.incidents import load_sealed
@@ -180,7 +181,11 @@ def test_the_words_hold_on_threads_the_cuts_never_saw() -> None:
     stats = said_stats(said)
     likely, possible = stats["likely"], stats["possible"]
     assert likely.precision is not None and likely.precision >= 0.9 and likely.coverage >= 0.25
-    assert possible.precision is not None and possible.precision >= 0.6
+    # analyze answers alone may hold too few leads that meet `engine.confirmed` below the
+    # likely cut for the fit to check `possible` on; then it is not said
+    assert possible.precision is None or possible.precision >= 0.6
+    shipped = word_stats(outcomes, CERTAINTY_CUTS)["possible"]
+    assert shipped.n and shipped.precision is not None and shipped.precision >= 0.6
 
 
 def test_a_lead_the_log_does_not_name_is_never_possible() -> None:
@@ -253,9 +258,10 @@ def test_harder_splits_never_train_on_the_test_repository_or_a_newer_thread() ->
 def test_the_words_hold_on_newer_threads() -> None:
     """`analyze`, time-ordered CV on the dev corpus (each newer block answered with an index
     of the older threads only, cuts fit on the older threads): `likely` >= 90% right on at
-    least a quarter of the answers, `possible` >= 60% (28/30 on 33% and 10/12 on
-    2026-11-29; cuts fit on analyze answers only, `benchmarks/calibration.py` fits them on
-    every mode)."""
+    least a quarter of the answers, `possible`, when said, >= 60% (cuts fit on analyze
+    answers only, `benchmarks/calibration.py` fits them on every mode: the older blocks'
+    analyze answers alone hold too few leads that meet `engine.confirmed` below the likely
+    cut to check `possible` on, so it is not said here)."""
     from bot.diagnosis.evaluate import (
         analyze_incidents,
         grouped_splits,
@@ -284,7 +290,7 @@ def test_the_words_hold_on_newer_threads() -> None:
     stats = said_stats(split_cut_cv(splits, answered(splits), answered(grouped_splits(dev))))
     likely, possible = stats["likely"], stats["possible"]
     assert likely.precision is not None and likely.precision >= 0.9 and likely.coverage >= 0.25
-    assert possible.precision is not None and possible.precision >= 0.6
+    assert possible.precision is None or possible.precision >= 0.6
 
 
 def test_the_deciding_question_tells_the_leaders_apart() -> None:
@@ -379,3 +385,121 @@ def test_a_tie_between_a_cause_and_a_timeout_symptom_goes_to_the_cause() -> None
     assert score["rank_crashed"] == score["collective_mismatch"]
     order = [rc.category for rc in causes]
     assert order.index("rank_crashed") < order.index("collective_mismatch")
+
+
+def test_a_lead_the_question_lifts_is_possible_only_on_possible_terms() -> None:
+    """Beside a log, a lead the question lifts past the likely cut is never `likely` (the log
+    alone did not say so); it is `possible` only when any `possible` would be: a clear lead
+    the log itself names. A lead resting on the question and the log's neighbours alone, or
+    a close call, is unclear."""
+    from bot.diagnosis.engine import capped_certainty
+
+    cuts = {g: (0.6, 0.3) for g in GROUPS}
+    weak_alone = (0.2, frozenset({"rule"}), 0.2)
+    named_by_log = frozenset({"question", "rule"})
+    assert capped_certainty(0.7, named_by_log, weak_alone, cuts, margin=0.4,
+                            clues=(0.55, 0.0), matched=True) == "possible"
+    # only the question's words and the neighbours: the log names nothing
+    assert capped_certainty(0.7, frozenset({"question", "asked", "nearest"}),
+                            (0.07, frozenset({"nearest"}), -0.03), cuts, margin=0.4) == "weak"
+    # the log's clue for it is a hint, or another family's is stronger
+    assert capped_certainty(0.7, named_by_log, weak_alone, cuts, margin=0.4,
+                            clues=(0.25, 0.2)) == "weak"
+    # a close call
+    assert capped_certainty(0.7, named_by_log, weak_alone, cuts, margin=CLOSE / 2,
+                            clues=(0.55, 0.0)) == "weak"
+    # the log alone says likely: the question does not take it away
+    assert capped_certainty(0.7, named_by_log, (0.65, frozenset({"rule"}), 0.65), cuts,
+                            margin=0.4, clues=(0.55, 0.0)) == "likely"
+
+
+def test_a_family_a_rule_names_needs_a_second_reading() -> None:
+    """`possible` for a cause the log names needs more than the line that named its family
+    (`engine.confirmed`): its card's own evidence matched, or a deciding question answered
+    for it; however strong the rule's clue. Unknown (None) leaves the rule out; `likely` is
+    not touched."""
+    from bot.diagnosis.engine import confirmed
+
+    cuts = {g: (0.9, 0.2) for g in GROUPS}
+    for clue in ((0.45, 0.0), (0.65, 0.3)):
+        assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=clue, matched=False) == "weak"
+        assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=clue,
+                         matched=True) == "possible"
+        assert certainty(0.5, {"rule", "fact"}, cuts, margin=0.3, clues=clue,
+                         matched=False) == "possible"
+        assert certainty(0.5, {"rule"}, cuts, margin=0.3, clues=clue) == "possible"
+    assert certainty(0.95, {"rule"}, cuts, margin=0.5, clues=(0.45, 0.0),
+                     matched=False) == "likely"
+    assert confirmed({"rule"}, None) and not confirmed({"rule"}, False)
+    # the fit checks `possible` on the same leads
+    rows = [Outcome(f"c{i}", f"https://x/t{i}", "analyze", 0.3 + i / 100, frozenset({"rule"}),
+                    True, True, 0.2, matched=False, clues=(0.6, 0.0)) for i in range(20)]
+    assert word_stats(rows, fit_cuts(rows, margin=0.0))["possible"].n == 0
+
+
+def test_a_line_that_names_a_family_is_a_family_to_check() -> None:
+    """NVIDIA/nccl#1343 (the cause: GPUDirect RDMA needed nvidia-peermem): the log's only
+    clue is the GPUs' PCIe topology table, a hint at P2P that no card's evidence matches; the
+    lead is unclear. hugectr-backend#42: a SIGBUS names shared memory; alone it is a family
+    to check, and `possible` once a past incident filed under the chosen card is among the
+    nearest to the log (its own thread left out)."""
+    from bot.diagnosis.evaluate import neighbours_for
+    from bot.diagnosis.nearest import IncidentIndex
+    from bot.knowledge.incidents import dev_and_sealed
+
+    cards = list(bundled_cards())
+    dev, _ = dev_and_sealed(None)
+    by_id = {i.id: i for i in dev}
+    analyzer = analyzer_for(cards)
+    topo_case = by_id["nccl-1343-gdr-needs-nvidia-peermem"]
+    topo = diagnose(analyzer.analyze([text_source("a.log", topo_case.log)]),
+                    cards).root_causes[0]
+    assert topo.category == "p2p_pcie_topology" and not topo.card_matched
+    assert certainty(topo.confidence, topo.kinds, margin=topo.margin,
+                     clues=topo.clues) == "possible"  # without the rule
+    assert topo.certainty == "weak"
+
+    shm_case = by_id["hugectr-backend-42-merlin-22-04-nccl-sigbus-docker-shm"]
+    report = analyzer.analyze([text_source("a.log", shm_case.log)])
+    alone = diagnose(report, cards).root_causes[0]
+    assert alone.category == "shm_ipc_container" and not alone.card_matched
+    assert alone.certainty == "weak"
+    index = IncidentIndex(dev, cards)
+    seen = diagnose(report, cards, neighbours=neighbours_for(index, report, shm_case))
+    top = seen.root_causes[0]
+    assert top.category == "shm_ipc_container" and top.card_matched
+    assert top.certainty == "possible"
+
+
+def test_how_a_question_beside_a_decisive_or_empty_log_is_counted() -> None:
+    """`decisive_logs_held` (pure): a log whose own answer is diagnosed, and a question that
+    changes its lead or leaves it undiagnosed; an evidence-free log a question diagnoses."""
+    from bot.diagnosis.evaluate import decisive_logs_held
+
+    def o(i: int, mode: str, verdict: str, category: str) -> Outcome:
+        return Outcome(f"c{i}", f"https://x/t{i}", mode, 0.6, frozenset({"rule"}), True, True,
+                       verdict=verdict, category=category)
+
+    rows = [o(1, "analyze", "diagnosed", "a"), o(1, "ask --log", "diagnosed", "a"),
+            o(2, "analyze", "diagnosed", "a"), o(2, "ask --log", "unknown", "b"),
+            o(3, "analyze", "no_evidence", "a"), o(3, "ask --log", "diagnosed", "a"),
+            o(4, "analyze", "no_evidence", "a"), o(4, "ask --log", "no_evidence", "a"),
+            o(5, "analyze", "diagnosed", "a")]  # no question: not counted
+    assert decisive_logs_held(rows) == (2, 1, 1, 2, 1)
+
+
+def test_the_teams_own_incident_is_a_second_reading_card_or_not() -> None:
+    """A lead the log's rule names, with the team's own resolved incident (filed under no
+    card: something new) as its nearest evidence, may be `possible`; the same lead with no
+    such incident and no matched card is unclear."""
+    from bot.diagnosis.engine import RootCause
+    from bot.memory.model import capture
+
+    team = capture(log_lines=["NCCL WARN Call to connect returned Connection refused"],
+                   category="network_interface", resolution="pinned NCCL_SOCKET_IFNAME=ib0",
+                   who="UALICE", role="asker", keep_hosts=False)
+    def lead(local: object = None) -> RootCause:
+        return RootCause("network_interface", None, 0.45, 0.5, kinds=frozenset({"rule", "nearest"}),
+                         margin=0.3, clues=(0.45, 0.0), local=team if local else None)
+
+    assert lead().certainty == "weak" and lead(team).certainty == "possible"

@@ -1,6 +1,6 @@
-"""A question alone (no log) is `possible` only when its two readings agree: the cards it
-reads like, and the past threads whose questions resemble it (`engine.grounded`, kind
-`asked`). Real question, real index, real past questions (the thread's own left out)."""
+"""A question alone (no log) is `possible` only when its two readings put the same family
+first: the card it reads most like, and the past threads whose questions resemble it
+(`engine.grounded`, kind `asked`, `ask.agree`). Real question, real index, real past questions (the thread's own left out)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,20 @@ def test_a_question_alone_needs_both_readings_to_be_possible(retriever: Retrieve
     assert top.category == "shm_ipc_container" and "asked" in top.kinds
     assert top.certainty in {"possible", "likely"}
     assert (both.verdict == "diagnosed") == (top.certainty == "likely")
+
+
+def test_the_readings_agree_only_when_both_put_the_family_first() -> None:
+    """`agree` (pure): the card the question reads most like and the past threads' vote must
+    put the same family first; the past threads' first family alone is not agreement."""
+    from bot.answering.ask import agree
+    from bot.diagnosis.rules import Signal
+
+    def sig(category: str, strength: float) -> Signal:
+        return Signal(category, strength, "the question")
+
+    read = [sig("shm_ipc_container", 0.45), sig("network_interface", 0.27)]
+    assert agree(read, [sig("shm_ipc_container", 0.9), sig("rank_crashed", 0.2)]) \
+        == "shm_ipc_container"
+    # the past threads lean to the family the cards put second: no agreement
+    assert agree(read, [sig("network_interface", 0.9), sig("shm_ipc_container", 0.5)]) is None
+    assert agree(read, []) is None and agree([], read) is None
