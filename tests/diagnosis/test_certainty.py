@@ -440,9 +440,10 @@ def test_a_family_a_rule_names_needs_a_second_reading() -> None:
 def test_a_line_that_names_a_family_is_a_family_to_check() -> None:
     """NVIDIA/nccl#1343 (the cause: GPUDirect RDMA needed nvidia-peermem): the log's only
     clue is the GPUs' PCIe topology table, a hint at P2P that no card's evidence matches; the
-    lead is unclear. hugectr-backend#42: a SIGBUS names shared memory; alone it is a family
-    to check, and `possible` once a past incident filed under the chosen card is among the
-    nearest to the log (its own thread left out)."""
+    lead is unclear. hugectr-backend#42: a SIGBUS names shared memory, and the dev-shm card's
+    own SIGBUS signature fires on it (a second reading). Without that signature the line
+    alone is a family to check, and `possible` once a past incident filed under the card is
+    among the nearest to the log (its own thread left out)."""
     from bot.diagnosis.evaluate import neighbours_for
     from bot.diagnosis.nearest import IncidentIndex
     from bot.knowledge.incidents import dev_and_sealed
@@ -460,12 +461,18 @@ def test_a_line_that_names_a_family_is_a_family_to_check() -> None:
     assert topo.certainty == "weak"
 
     shm_case = by_id["hugectr-backend-42-merlin-22-04-nccl-sigbus-docker-shm"]
-    report = analyzer.analyze([text_source("a.log", shm_case.log)])
-    alone = diagnose(report, cards).root_causes[0]
+    matched = diagnose(analyzer.analyze([text_source("a.log", shm_case.log)]),
+                       cards).root_causes[0]
+    assert matched.category == "shm_ipc_container" and matched.card_matched
+    assert matched.certainty != "weak"
+    shm = "dev-shm-too-small-in-container"
+    bare = [c.model_copy(update={"signatures": []}) if c.id == shm else c for c in cards]
+    report = analyzer_for(bare).analyze([text_source("a.log", shm_case.log)])
+    alone = diagnose(report, bare).root_causes[0]
     assert alone.category == "shm_ipc_container" and not alone.card_matched
     assert alone.certainty == "weak"
-    index = IncidentIndex(dev, cards)
-    seen = diagnose(report, cards, neighbours=neighbours_for(index, report, shm_case))
+    index = IncidentIndex(dev, bare)
+    seen = diagnose(report, bare, neighbours=neighbours_for(index, report, shm_case))
     top = seen.root_causes[0]
     assert top.category == "shm_ipc_container" and top.card_matched
     assert top.certainty == "possible"
