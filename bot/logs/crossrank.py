@@ -237,6 +237,15 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             add(fact.ev.rank, fact.ev.host, f"it hosts the store and waited for {expected} "
                 f"ranks, but the job left {joined} rank files and all {joined} joined: its "
                 "WORLD_SIZE is larger than the others'", 0.9, [fact.ev])
+        elif fact.ev.rank is not None and joined is not None and expected == joined + 1 \
+                and not per_rank_files and set(report.ranks) == set(range(joined)):
+            # one file of every rank's lines: as many ranks left lines as joined, and nothing
+            # in the text says whether the job has one rank more (that never started) or the
+            # host counts one too many; it is named beside the rank the others' lines miss
+            add(fact.ev.rank, fact.ev.host, f"it hosts the store and waited for {expected} "
+                f"ranks while the {joined} ranks that left lines all joined: either its "
+                f"WORLD_SIZE is larger than the others' or rank {joined} never started", 0.6,
+                [fact.ev])
     for key_rank, facts in sorted(waiters.items()):
         if key_rank in waiting_for_others:
             continue
@@ -285,6 +294,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             and report.failures[0].rank in out.victims and not out.crashed_ranks \
             and not report.facts.get("sigterm_sent") and not by_rank:
         out.left_cleanly = True
+        rec = report.failures[0]
+        # every other worker of the job exited 0; a job whose size the log does not state (no
+        # rank prefix, as under `accelerate launch`) has at least one other rank: 1, or 0
+        world_left = report.world_size or 0
+        others = [r for r in range(world_left) if r != rec.rank] if world_left >= 2 else \
+            [1 if rec.rank == 0 else 0]
+        for left in others[:8] if rec.rank is not None else []:
+            add(left, rec.host, f"exited with code 0 while rank {rec.rank} still ran "
+                "collectives: torchrun's one failure is rank "
+                f"{rec.rank}, which lost a peer, with no other failure and no worker left to "
+                "stop: it left the job early", 0.8, [rec.ev])
 
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
@@ -351,8 +371,10 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # 2g. gloo aborted a rank whose buffer was smaller than what arrived (extract.gloo_size).
     # gloo's ring allreduce receives from rank + 1 (pytorch/gloo gloo/allreduce.cc, `recvRank =
     # (context->size + context->rank + 1) % context->size`): either this rank's tensor is the
-    # smaller one, or that neighbour's is the larger (another shape or dtype); the text cannot
-    # tell which, so both are named, the aborted rank first.
+    # smaller one, or that neighbour's is the larger (another shape or dtype). The Flight
+    # Recorder dumps (a third rank's call against theirs) or the ranks' own tracebacks (a third
+    # rank's call site against theirs) may tell which; otherwise the text cannot, and both are
+    # named, the aborted rank first, its reason saying "rank A or rank B".
     for fact in report.facts.get("gloo_size", []):
         grank = fact.ev.rank
         if grank is None and fact.ev.host:  # a node's file of one rank (torchrun's what():)
@@ -364,18 +386,37 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         got, want = fact.fields.get("received"), fact.fields.get("expected")
         nb = (grank + 1) % ring
         odd = _odd_of_two(report, grank, nb)
+        why = ("its collective differs from the other ranks' in the Flight Recorder dumps"
+               if odd is not None else "")
+        by_site = _odd_call_site(report, grank, nb) if odd is None else None
+        if by_site is not None:
+            odd, mine, theirs = by_site
+            why = (f"its traceback calls the collective from {_short_site(mine)} where the "
+                   f"other ranks call it from {_short_site(theirs)}")
         if odd == nb:
             add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
-                f"it expected {want}, and its collective differs from the other ranks' in the "
-                "Flight Recorder dumps: it sent a larger tensor or another dtype", 0.95,
+                f"it expected {want}, and {why}: it sent a larger tensor or another dtype", 0.95,
                 [fact.ev])
-        add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own tensor "
-            f"holds {want} (its tensor is smaller than its peers', or rank {nb} sent a larger "
-            "one)", 0.85 if odd != nb else 0.5, [fact.ev])
-        if odd != nb:
+        if odd is None:
+            # neither dumps nor tracebacks tell: the aborted rank is named first, and what is
+            # said of it leads with both ranks
+            lead = (f"rank {grank} or rank {nb}: gloo aborted rank {grank}, which received "
+                    f"{got} bytes from rank {nb} where its own tensor holds {want}, and the logs "
+                    f"cannot tell whether rank {grank}'s tensor is the smaller or rank {nb}'s the "
+                    "larger (another shape or dtype)")
+            key: object = grank
+            add(grank, fact.ev.host, lead, 0.85, [fact.ev])
+            s = suspects[key]
+            if s.reason != lead:  # lead with it, whatever was said of the rank before
+                rest = [p for p in s.reason.split("; ") if p != lead]
+                s.reason = "; ".join([lead, *rest])
             add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
                 f"it expected {want}: it may have sent a larger tensor or another dtype", 0.6,
                 [fact.ev])
+        else:
+            add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own "
+                f"tensor holds {want} (its tensor is smaller than its peers', or rank {nb} sent "
+                "a larger one)", 0.85 if odd != nb else 0.5, [fact.ev])
         break
 
     # 3. Ranks that did not report a timeout while most others did.
@@ -564,6 +605,32 @@ def _odd_of_two(report: LogReport, a: int, b: int) -> int | None:
             if mine in f.calls:
                 return mine if f.calls[mine] != ref else other
     return None
+
+
+def _odd_call_site(report: LogReport, a: int, b: int) -> tuple[int, str, str] | None:
+    """Of two ranks one of which holds an odd tensor, the one whose own traceback calls the
+    failed collective from another line of the program than every other rank's does (their
+    tracebacks' innermost frame of the program's own code, `ExceptionRecord.call_site`), with
+    that site and the others'; None when no third rank's traceback shows the usual call, or
+    when both or neither differ. Python prints each frame as `'  File "{}", line {}, in
+    {}\n'.format(frame_summary.filename, frame_summary.lineno, frame_summary.name)` (CPython
+    3.11, Lib/traceback.py, StackSummary.format_frame_summary): extract.py's `frame`."""
+    sites: dict[int, str] = {}
+    for e in report.exceptions:
+        if e.ev.rank is not None and e.call_site and is_comm_exception(e.type, e.message):
+            sites.setdefault(e.ev.rank, e.call_site)
+    usual = {site for r, site in sites.items() if r not in (a, b)}
+    if len(usual) != 1:
+        return None
+    ref = usual.pop()
+    odd = [r for r in (a, b) if r in sites and sites[r] != ref]
+    return (odd[0], sites[odd[0]], ref) if len(odd) == 1 else None
+
+
+def _short_site(site: str) -> str:
+    """A call site "…/job.py:113 in inject" without its folders: "job.py:113 in inject"."""
+    path, _, rest = site.partition(":")
+    return path.replace("\\", "/").rsplit("/", 1)[-1] + (":" + rest if rest else "")
 
 
 def _whole_node(report: LogReport, ranks: set[int], world: int) -> bool:
@@ -777,6 +844,39 @@ _ZH_REASONS: ZhTable = tuple(
          r"it may have sent a larger tensor or another dtype$",
          lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节：它可能"
                    "发送了更大的张量或不同的 dtype"),
+        (r"^rank (\d+) or rank (\d+): gloo aborted rank (\d+), which received (\S+) bytes from "
+         r"rank (\d+) where its own tensor holds (\S+), and the logs cannot tell whether rank "
+         r"(\d+)'s tensor is the smaller or rank (\d+)'s the larger \(another shape or dtype\)$",
+         lambda m: f"rank {m[1]} 或 rank {m[2]}：gloo 中止了 rank {m[3]}，它从 rank {m[5]} 收到 "
+                   f"{m[4]} 字节，而它自己的张量只有 {m[6]} 字节；日志无法判断是 rank {m[7]} 的"
+                   f"张量更小，还是 rank {m[8]} 的更大（形状或 dtype 不同）"),
+        (r"^its ring neighbour rank (\d+) received (\S+) bytes from it where it expected (\S+), "
+         r"and its collective differs from the other ranks' in the Flight Recorder dumps: it "
+         r"sent a larger tensor or another dtype$",
+         lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节，且"
+                   "它的集合通信在 Flight Recorder dump 中与其他 rank 不同：它发送了更大的张量或"
+                   "不同的 dtype"),
+        (r"^its ring neighbour rank (\d+) received (\S+) bytes from it where it expected (\S+), "
+         r"and its traceback calls the collective from (.+) where the other ranks call it from "
+         r"(.+): it sent a larger tensor or another dtype$",
+         lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节，且"
+                   f"它的 traceback 从 {m[4]} 调用该集合通信，而其他 rank 从 {m[5]} 调用：它发送"
+                   "了更大的张量或不同的 dtype"),
+        (r"^exited with code 0 while rank (\d+) still ran collectives: torchrun's one failure is "
+         r"rank (\d+), which lost a peer, with no other failure and no worker left to stop: it "
+         r"left the job early$",
+         lambda m: f"在 rank {m[1]} 仍在执行集合通信时以退出码 0 退出：torchrun 唯一记录的失败是"
+                   f"失去对端的 rank {m[2]}，没有其他失败，也没有需要停止的 worker：它提前离开了"
+                   "作业"),
+        (r"^it hosts the store and waited for (\d+) ranks, but the job left (\d+) rank files and "
+         r"all (\d+) joined: its WORLD_SIZE is larger than the others'$",
+         lambda m: f"它承载 store 并等待 {m[1]} 个 rank，但作业只留下 {m[2]} 个 rank 文件且 "
+                   f"{m[3]} 个都已加入：它的 WORLD_SIZE 比其他 rank 的大"),
+        (r"^it hosts the store and waited for (\d+) ranks while the (\d+) ranks that left lines "
+         r"all joined: either its WORLD_SIZE is larger than the others' or rank (\d+) never "
+         r"started$",
+         lambda m: f"它承载 store 并等待 {m[1]} 个 rank，而留下日志的 {m[2]} 个 rank 都已加入："
+                   f"要么它的 WORLD_SIZE 比其他 rank 的大，要么 rank {m[3]} 从未启动"),
         (r"^reported no error while (\d+) rank\(s\) lost or waited for a peer: it left the "
          r"job or was busy elsewhere$",
          lambda m: f"没有报告错误，而 {m[1]} 个 rank 失去了对端或在等它：它已离开作业或在忙"

@@ -353,11 +353,48 @@ def test_the_rank_that_never_started_is_named_not_the_store_host_counting_client
 def test_under_accelerate_a_peer_that_exited_with_code_0_is_a_rank_that_left_early() -> None:
     # `exit0_early` on rank 1 of two under accelerate (no rank prefix on rank 1's lines):
     # torchrun's one failure is rank 0, which lost its peer, "<NO_OTHER_FAILURES>", and no
-    # worker was left to stop. The world size is not in the text, so no rank is named
-    # above the victim; the category is the early exit
+    # worker was left to stop
     _, d = _diagnose("accelerate2-exit0_early-rank1")
     assert d.root_causes[0].category == "rank_crashed"
     assert d.crossrank.left_cleanly
+    # every other worker exited 0; the job's size is not in the text, but a job whose rank 0
+    # lost a peer has a rank 1: it is named before the victim
+    assert [s.rank for s in d.suspects[:2]] == [1, 0]
+    assert "exited with code 0 while rank 0 still ran collectives" in d.suspects[0].reason
+
+
+def test_the_rank_whose_traceback_calls_the_collective_elsewhere_sent_the_odd_tensor() -> None:
+    # `dtype` on rank 2 of four, interleaved `srun -l` output (a fresh --offset 2 run): gloo
+    # aborts rank 1 ("1024 vs 512"), which receives from rank 2; ranks 0, 2 and 3 print their
+    # tracebacks, and rank 2's own frame is another line of job.py (inject's all_reduce of a
+    # float64 copy) than ranks 0 and 3's: rank 2 holds the larger tensor, rank 1 was its victim
+    report, d = _diagnose("slurm4-dtype-rank2")
+    sites = {e.ev.rank: e.call_site for e in report.exceptions if e.call_site}
+    assert sites[0] == sites[3] != sites[2] and sites[2].endswith("job.py:113 in inject")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert [s.rank for s in d.suspects[:2]] == [2, 1]
+    assert "calls the collective from job.py:113 in inject where the other ranks call it from " \
+        "job.py:243 in <module>" in d.suspects[0].reason
+
+
+def test_without_dumps_or_tracebacks_the_ring_pair_is_named_as_either() -> None:
+    # `dtype` on rank 7 of eight: torchrun SIGTERMs the others before they print a traceback
+    # and the dumps are empty; nothing tells rank 6's smaller tensor from rank 7's larger one,
+    # so the first suspect says both
+    _, d = _diagnose("torchrun8-dtype-rank7")
+    assert d.suspects[0].rank == 6
+    assert d.suspects[0].reason.startswith("rank 6 or rank 7: gloo aborted rank 6, which "
+                                           "received 512 bytes from rank 7")
+    assert "logs cannot tell" in d.suspects[0].reason
+
+
+def test_a_store_host_counting_one_client_too_many_is_named_beside_the_missing_rank() -> None:
+    # `nojoin` (rank 3 never starts) and a store host whose WORLD_SIZE is one larger read the
+    # same in one interleaved file: rank 0 counts "3/4 clients joined" and three ranks print
+    _, d = _diagnose("slurm4-nojoin-rank3")
+    assert [s.rank for s in d.suspects[:2]] == [3, 0]
+    assert "either its WORLD_SIZE is larger than the others' or rank 3 never started" in \
+        d.suspects[1].reason
 
 
 def test_a_preempted_second_node_is_the_crash_not_torchruns_stop() -> None:
@@ -380,3 +417,23 @@ def test_the_other_agents_keep_alive_failures_are_the_store_host_leaving() -> No
     assert report.facts.get("rdzv_keepalive_failed")
     assert d.root_causes[0].category == "rank_crashed"
     assert (d.suspects[0].rank, d.suspects[0].host) == (0, "gpu-node-01")
+
+
+def test_a_call_site_is_the_innermost_frame_of_the_programs_own_code(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        '[rank1]:   File "/opt/app/train.py", line 40, in <module>\n'
+        '[rank1]:   File "/opt/app/model/step.py", line 12, in step\n'
+        '[rank1]:   File "/usr/lib/python3.11/contextlib.py", line 81, in inner\n'
+        '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torch/distributed/'
+        'distributed_c10d.py", line 3252, in all_reduce\n'
+        "[rank1]: RuntimeError: Connection closed by peer [10.0.0.2]:4711\n"
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/run.py", '
+        "line 9, in main\n"
+        "[rank2]: RuntimeError: Connection closed by peer [10.0.0.3]:4711\n")
+    report, _ = analyze_sources(expand_inputs([str(log)]))
+    sites = {e.ev.rank: e.call_site for e in report.exceptions}
+    assert sites == {1: "/opt/app/model/step.py:12 in step", 2: None}
