@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from bot.answering.contract import SuspectOut
 from bot.logs.analyze import global_rank_of_file
-from bot.logs.extract import GLOO_PEER_LOST, is_comm_exception
+from bot.logs.extract import GLOO_CONNECT_TIMEOUT, GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
 #: How a first failure reads when a local rank exited without reporting the timeout the
@@ -224,6 +224,18 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # waitForWorkers) or a wait for another rank's key: their keys are missing as a consequence
     waiting_for_others = {f.ev.rank for kind in ("clients_joined", "store_wait")
                           for f in report.facts.get(kind, []) if f.ev.rank is not None}
+    # ... or gloo's own wait for a peer to connect (extract.GLOO_CONNECT_TIMEOUT): a rank still
+    # connecting its first group never published its key for the next (DETAIL's wrapper)
+    waiting_for_others |= {e.ev.rank for e in report.exceptions if e.ev.rank is not None
+                           and GLOO_CONNECT_TIMEOUT in e.message.lower()}
+    # a rank its own node's torchrun stopped (it names the pid: "Sending process %s closing
+    # signal", step 1) after another worker of that node failed first, while the ranks that
+    # wait for its key run on other nodes (an agent stops only its own workers, so their wait
+    # did not cause the stop): its missing key is a consequence of that node's failure
+    stopped_at: dict[int, str] = {rec.rank: rec.host for rec in report.failures
+                                  if rec.pid is not None and rec.pid in stopped_pids
+                                  and rec.rank is not None and rec.host}
+    failed_first_at = {rec.host: rec.rank for rec in report.failures if rec.root and rec.host}
     # The env:// store host counts the clients that joined against its own WORLD_SIZE
     # (TCPStore.cpp waitForWorkers, quoted above); when the job left one file per rank
     # (rank-N.log, as `srun --output=%t` writes) and as many files as clients joined, no
@@ -248,6 +260,10 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 [fact.ev])
     for key_rank, facts in sorted(waiters.items()):
         if key_rank in waiting_for_others:
+            continue
+        node = stopped_at.get(key_rank)
+        if node is not None and failed_first_at.get(node, key_rank) != key_rank and all(
+                f.ev.host and f.ev.host != node for f in facts):
             continue
         who = {f.ev.rank if f.ev.rank is not None else f.ev.host for f in facts}
         waiter = facts[0].ev.rank
@@ -380,6 +396,14 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if grank is None and fact.ev.host:  # a node's file of one rank (torchrun's what():)
             on_host = [r for r, st in report.ranks.items() if st.host == fact.ev.host]
             grank = on_host[0] if len(on_host) == 1 else None
+        aborted = [rec.rank for rec in report.failures if rec.exitcode == -6]
+        if grank is None and len(set(aborted)) == 1:
+            # a line with no rank (accelerate prints none before its own): gloo's exception
+            # ends the process through std::terminate ("terminate called after throwing an
+            # instance of 'gloo::EnforceNotMet'", libstdc++'s verbose terminate handler, which
+            # then calls abort()), and torchrun records the one rank that died of SIGABRT
+            # ("exitcode  : -6 (pid: %d)  (SIGABRT)")
+            grank = aborted[0]
         ring = max(world_now, len(report.hosts))  # every node that left logs ran a rank
         if grank is None or ring < 2:
             continue
@@ -549,6 +573,14 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     if not named and out.victims and world_now > len(out.victims):
         known = set(out.victims) | set(out.crashed_ranks) | set(by_rank) | set(unreachable)
         quiet = [r for r in range(world_now) if r not in known]
+        if len(quiet) > max(1, world_now // 4):
+            # torchrun's summary lists every worker that failed, and it stops (naming the
+            # pid) every one still running (`_close`, quoted in `killed_outside`): of the
+            # ranks with no error of their own, those it stopped were still in the job; one it
+            # neither stopped nor recorded had already exited with code 0
+            quiet = [r for r in quiet if not _stopped(report, r, out.killed_outside)
+                     and not any(rec.rank == r for rec in report.failures)] \
+                if report.failures and report.facts.get("sigterm_sent") else quiet
         if 0 < len(quiet) <= max(1, world_now // 4):
             named = quiet
             for r in quiet:

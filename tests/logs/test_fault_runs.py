@@ -437,3 +437,46 @@ def test_a_call_site_is_the_innermost_frame_of_the_programs_own_code(tmp_path: P
     report, _ = analyze_sources(expand_inputs([str(log)]))
     sites = {e.ev.rank: e.call_site for e in report.exceptions}
     assert sites == {1: "/opt/app/model/step.py:12 in step", 2: None}
+
+
+# --- fifth round: the fresh --offset 3 card's misses, recorded (the rules below came after it) --
+
+
+def test_the_one_rank_torchrun_neither_stopped_nor_recorded_left_with_code_0() -> None:
+    # `exit0_early` on rank 4 of eight at step 0: ranks 3 and 5 lose it, torchrun records
+    # rank 5 first and stops six others by pid; rank 4 is in neither list (it had exited 0)
+    report, d = _diagnose("torchrun8-exit0_early-rank4")
+    assert 4 not in {rec.rank for rec in report.failures}
+    assert d.root_causes[0].category == "rank_crashed"
+    assert d.suspects[0].rank == 4 and "left the job" in d.suspects[0].reason
+    assert d.crossrank.vanished == [4] and d.crossrank.still_running == []
+
+
+def test_a_rank_its_node_stopped_is_not_the_rank_whose_key_never_came() -> None:
+    # `nojoin` on rank 3 (node 2): rank 3 exits with code 3 before joining, node 2's agent
+    # stops rank 2 by pid, and node 1's ranks then wait in vain for rank 2's key: rank 2's
+    # missing key follows rank 3's failure
+    _, d = _diagnose("2node-nojoin-rank3")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (3, "gpu-node-02")
+    assert not any(s.rank == 2 and "never published" in s.reason for s in d.suspects)
+
+
+def test_a_rank_still_connecting_its_first_group_is_waiting_not_the_cause() -> None:
+    # `wrong_world` on rank 2 of three (one file per rank, DETAIL): rank 2 waits for a rank
+    # 3's key; rank 0 stays in gloo's connect ("Connect timeout") and so never publishes its
+    # key of DETAIL's wrapper group, which rank 1 waits for
+    report, d = _diagnose("slurm3-files-detail-wrong_world-rank2")
+    assert any("Connect timeout" in e.message for e in report.exceptions if e.ev.rank == 0)
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 2 and "WORLD_SIZE is larger" in d.suspects[0].reason
+    assert 0 in d.crossrank.victims
+
+
+def test_under_accelerate_the_rank_gloo_aborted_is_the_one_torchrun_saw_die_of_sigabrt() -> None:
+    # `dtype` on rank 0 of two under accelerate: the abort line has no rank; torchrun records
+    # rank 1 with exitcode -6 (SIGABRT). Two ranks: nothing tells the sides apart, both named
+    _, d = _diagnose("accelerate2-dtype-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert [s.rank for s in d.suspects[:2]] == [1, 0]
+    assert d.suspects[0].reason.startswith("rank 1 or rank 0: gloo aborted rank 1")
