@@ -108,6 +108,13 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             s.evidence.extend(ev[:2])
             s.host = s.host or host
 
+    def lead(rank: int, reason: str) -> None:
+        """Put `reason` first among what is said of `rank` (what the one-screen answer shows):
+        an either-or that must not hide behind an earlier, weaker reason."""
+        s = suspects.get(rank)
+        if s is not None and not s.reason.startswith(reason):
+            s.reason = "; ".join([reason, *(p for p in s.reason.split("; ") if p != reason)])
+
     out.victims = victim_ranks(report, by_rank)
     out.killed_outside = killed_outside(report)
 
@@ -376,6 +383,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 for r in rs:
                     add(r, None, f"ran {fp} (a barrier or one-element collective) where as many "
                         f"ranks ran {other}: {BOOKKEEPING}", 0.85, fp_ev[:2])
+            elif len(rs1) == len(rs2) == 1:
+                # two ranks, two collectives, neither a barrier nor a metric: either may be the
+                # one off the common path; both are named, each saying so
+                a, b = sorted((rs1[0], rs2[0]))
+                said = {rs1[0]: fp1, rs2[0]: fp2}
+                tie = (f"rank {a} or rank {b}: rank {a} ran {said[a]} where rank {b} ran "
+                       f"{said[b]}, and with two ranks the logs cannot tell which one's "
+                       "collective is the odd one")
+                for r in (a, b):
+                    add(r, None, tie, 0.7, fp_ev[:2])
+                    lead(r, tie)
 
     # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
     # configuration, not a peer.
@@ -424,16 +442,12 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if odd is None:
             # neither dumps nor tracebacks tell: the aborted rank is named first, and what is
             # said of it leads with both ranks
-            lead = (f"rank {grank} or rank {nb}: gloo aborted rank {grank}, which received "
-                    f"{got} bytes from rank {nb} where its own tensor holds {want}, and the logs "
-                    f"cannot tell whether rank {grank}'s tensor is the smaller or rank {nb}'s the "
-                    "larger (another shape or dtype)")
-            key: object = grank
-            add(grank, fact.ev.host, lead, 0.85, [fact.ev])
-            s = suspects[key]
-            if s.reason != lead:  # lead with it, whatever was said of the rank before
-                rest = [p for p in s.reason.split("; ") if p != lead]
-                s.reason = "; ".join([lead, *rest])
+            either = (f"rank {grank} or rank {nb}: gloo aborted rank {grank}, which received "
+                      f"{got} bytes from rank {nb} where its own tensor holds {want}, and the "
+                      f"logs cannot tell whether rank {grank}'s tensor is the smaller or rank "
+                      f"{nb}'s the larger (another shape or dtype)")
+            add(grank, fact.ev.host, either, 0.85, [fact.ev])
+            lead(grank, either)  # whatever was said of the rank before
             add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
                 f"it expected {want}: it may have sent a larger tensor or another dtype", 0.6,
                 [fact.ev])
@@ -882,6 +896,10 @@ _ZH_REASONS: ZhTable = tuple(
          lambda m: f"rank {m[1]} 或 rank {m[2]}：gloo 中止了 rank {m[3]}，它从 rank {m[5]} 收到 "
                    f"{m[4]} 字节，而它自己的张量只有 {m[6]} 字节；日志无法判断是 rank {m[7]} 的"
                    f"张量更小，还是 rank {m[8]} 的更大（形状或 dtype 不同）"),
+        (r"^rank (\d+) or rank (\d+): rank (\d+) ran (.+) where rank (\d+) ran (.+), and with two "
+         r"ranks the logs cannot tell which one's collective is the odd one$",
+         lambda m: f"rank {m[1]} 或 rank {m[2]}：rank {m[3]} 执行了 {m[4]}，而 rank {m[5]} "
+                   f"执行的是 {m[6]}；只有两个 rank，日志无法判断哪一个的集合通信是异常的"),
         (r"^its ring neighbour rank (\d+) received (\S+) bytes from it where it expected (\S+), "
          r"and its collective differs from the other ranks' in the Flight Recorder dumps: it "
          r"sent a larger tensor or another dtype$",

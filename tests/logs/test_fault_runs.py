@@ -480,3 +480,15 @@ def test_under_accelerate_the_rank_gloo_aborted_is_the_one_torchrun_saw_die_of_s
     assert d.root_causes[0].category == "collective_mismatch"
     assert [s.rank for s in d.suspects[:2]] == [1, 0]
     assert d.suspects[0].reason.startswith("rank 1 or rank 0: gloo aborted rank 1")
+
+
+def test_a_two_rank_fingerprint_tie_names_both_ranks_as_either() -> None:
+    # `dtype` on rank 0 of two with DETAIL (--offset 2): each rank's fingerprint disagrees
+    # with the other's (Double against Float), neither a barrier nor a metric; torchrun's
+    # first failure (rank 1) is no tie-breaker, so each suspect leads with both ranks
+    _, d = _diagnose("torchrun2-detail-dtype-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert sorted(s.rank for s in d.suspects[:2]) == [0, 1]
+    for s in d.suspects[:2]:
+        assert s.reason.startswith("rank 0 or rank 1: rank 0 ran OpType=ALLREDUCE, "
+                                   "TensorShape=[1024], TensorDtypes=Double where rank 1 ran")
