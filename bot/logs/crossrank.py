@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bot.answering.contract import SuspectOut
-from bot.logs.analyze import global_rank_of_file
+from bot.logs.analyze import global_rank_of_file, host_of_file, rank_of_file
 from bot.logs.extract import GLOO_CONNECT_TIMEOUT, GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
@@ -265,6 +265,7 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 f"ranks while the {joined} ranks that left lines all joined: either its "
                 f"WORLD_SIZE is larger than the others' or rank {joined} never started", 0.6,
                 [fact.ev])
+    exact_world = logdir_world(report)
     for key_rank, facts in sorted(waiters.items()):
         if key_rank in waiting_for_others:
             continue
@@ -277,6 +278,15 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if waiter is None and facts[0].ev.host:  # a node's file of local ranks: the one placed
             on_host = [r for r, st in report.ranks.items() if st.host == facts[0].ev.host]
             waiter = on_host[0] if len(on_host) == 1 else None
+        node_of_waiter = facts[0].ev.host
+        if exact_world is not None and key_rank >= exact_world and node_of_waiter and \
+                waiter is None and who == {node_of_waiter}:
+            # no such rank: the waiter expects more ranks than the job has; its global rank is
+            # not in its node's lines, its node is
+            add(None, node_of_waiter, f"a rank there waited for rank {key_rank}'s address in the "
+                f"store, but the job has {exact_world} ranks (torchrun's --log-dir folders): its "
+                "WORLD_SIZE is larger than the others'", 0.9, [facts[0].ev])
+            continue
         if len(who) == 1 and key_rank >= world_seen and waiter is None and not unplaced:
             continue  # no such rank; the one rank that waits for it is not known by its lines
         if len(who) == 1 and waiter is not None and key_rank >= world_seen:
@@ -749,6 +759,21 @@ def killed_outside(report: LogReport) -> list[int]:
     return sorted(set(out))
 
 
+def logdir_world(report: LogReport) -> int | None:
+    """The job's size from torchrun's --log-dir folders (one per local rank on each node,
+    `analyze._TORCHRUN_FILE`'s layout) when every node that left logs left them, numbered
+    0..n-1 on each; None otherwise."""
+    per_host: dict[str, set[int]] = defaultdict(set)
+    for src in report.sources:
+        local, host = rank_of_file(src.name), host_of_file(src.name)
+        if local is not None and host is not None:
+            per_host[host].add(local)
+    if not per_host or set(per_host) != set(report.hosts) or any(
+            locals_ != set(range(len(locals_))) for locals_ in per_host.values()):
+        return None
+    return sum(len(locals_) for locals_ in per_host.values())
+
+
 def unplaced_hosts(report: LogReport) -> list[str]:
     """Hosts (nodes) that left logs but no line placing any rank there: on a multi-node job,
     where the ranks no line names must be."""
@@ -872,6 +897,10 @@ _ZH_REASONS: ZhTable = tuple(
          r"MASTER_PORT as they see it\) while it could$",
          lambda m: f"{m[2]} 个 rank 中有 {m[1]} 个无法连接它所承载的 store（按它们看到的 "
                    "MASTER_ADDR/MASTER_PORT），而它自己可以"),
+        (r"^a rank there waited for rank (\d+)'s address in the store, but the job has (\d+) "
+         r"ranks \(torchrun's --log-dir folders\): its WORLD_SIZE is larger than the others'$",
+         lambda m: f"那里的一个 rank 在 store 中等待 rank {m[1]} 的地址，但作业只有 {m[2]} 个 "
+                   "rank（按 torchrun 的 --log-dir 目录）：它的 WORLD_SIZE 比其他 rank 的大"),
         (r"^waited for rank (\d+)'s address in the store, but the job has (\d+) ranks: its "
          r"WORLD_SIZE is larger than the others'$",
          lambda m: f"在 store 中等待 rank {m[1]} 的地址，但作业只有 {m[2]} 个 rank：它的 "

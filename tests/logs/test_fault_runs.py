@@ -492,3 +492,15 @@ def test_a_two_rank_fingerprint_tie_names_both_ranks_as_either() -> None:
     for s in d.suspects[:2]:
         assert s.reason.startswith("rank 0 or rank 1: rank 0 ran OpType=ALLREDUCE, "
                                    "TensorShape=[1024], TensorDtypes=Double where rank 1 ran")
+
+
+def test_a_rank_waiting_for_a_rank_past_the_log_dirs_count_names_its_node() -> None:
+    # `wrong_world` on rank 0 of three nodes of one rank each, --log-dir per node (a run the
+    # harness stopped at its limit): node 1's rank waits for a rank 3's key. The nodes' --log-dir
+    # folders hold one local rank each, so the job has 3 ranks and rank 3 does not exist; the
+    # waiter's global rank is in no line, its node is
+    _, d = _diagnose("3node-logdir-wrong_world-rank0-stopped")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (None, "gpu-node-01")
+    assert "but the job has 3 ranks (torchrun's --log-dir folders)" in d.suspects[0].reason
+    assert not any(s.rank == 3 for s in d.suspects)
