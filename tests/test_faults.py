@@ -4,6 +4,8 @@ raising, a rank asleep past the process-group timeout, a Slurm-style job started
 from __future__ import annotations
 
 import importlib
+import pickle
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -85,6 +87,32 @@ def test_recording_a_run_scrubs_the_machines_paths(tmp_path: Path) -> None:
     assert [p.name for p in out] == ["gpu-node-01.log"]
     assert (tmp_path / "kept" / "gpu-node-01.log").read_text() == \
         '  File "/job/benchmarks/faults/job.py"\n  File "/job/benchmarks/x.py"\n'
+    # --dumps: a dump's strings are scrubbed inside the pickle, kept in its own protocol
+    frame = {"name": "<module>", "filename": f"{ROOT}/benchmarks/faults/job.py", "line": 212}
+    dump = {"version": "2.10", "entries": [{"frames": [frame, frame], "time_created_ns": 7}]}
+    (src / "dumps" / "fr_trace_1").write_bytes(pickle.dumps(dump, protocol=2))
+    record.record(src, tmp_path / "with", dumps=True)
+    kept = (tmp_path / "with" / "dumps" / "fr_trace_1").read_bytes()
+    assert record.pickle_protocol(kept) == 2 and str(ROOT).encode() not in kept
+    frames = pickle.loads(kept)["entries"][0]["frames"]
+    assert frames[0] == {**frame, "filename": "/job/benchmarks/faults/job.py"} == frames[1]
+    # a dump cut off while it was written is kept as the run left it
+    assert (tmp_path / "with" / "dumps" / "fr_trace_0").read_bytes() == b"\x80\x04"
+
+
+#: a path of the machine that recorded a run: a checkout, a worktree, a home folder
+MACHINE_PATHS = re.compile(rb"/work/|/home/[A-Za-z0-9_.-]+/|/root/|/Users/[A-Za-z0-9_.-]+/")
+
+
+def test_no_recorded_fault_run_names_the_machines_paths() -> None:
+    # every file (logs and Flight Recorder pickles alike, as bytes) went through record.scrub
+    kept = [p for p in (ROOT / "tests" / "fixtures" / "faults").rglob("*") if p.is_file()]
+    assert len(kept) > 50
+    found = {str(p.relative_to(ROOT)): m.group().decode() for p in kept
+             if (m := MACHINE_PATHS.search(p.read_bytes()))}
+    assert found == {}
+    assert MACHINE_PATHS.search(b'File "/work/wt-faults3/benchmarks/faults/job.py"')
+    assert MACHINE_PATHS.search(pickle.dumps({"filename": "/home/ana/train.py"}, protocol=2))
 
 
 def _run(shape_name: str, kind: str, rank: int, tmp_path: Path, step: int = 2) -> dict[str, object]:

@@ -62,6 +62,8 @@ class _SourceState:
     teardown_line: int = 1 << 62
     pending_timeout: dict[int | None, tuple[TimeoutRecord, int]] = field(default_factory=dict)
     frames: dict[int | None, str] = field(default_factory=dict)
+    #: per rank, the innermost frame so far of the program's own code (`_own_code`)
+    call_sites: dict[int | None, str] = field(default_factory=dict)
     in_summary: bool = False
     summary_root_seen: bool = False
     current: FailureRecord | None = None
@@ -473,10 +475,28 @@ def _h_comm_init(report: LogReport, st: _SourceState, fact: Fact, rank: int | No
         rs.host = rs.host or fact.ev.host
 
 
+#: where installed packages and the standard library live (site.py's site-packages, Debian's
+#: dist-packages, lib/pythonX.Y, CPython's frozen modules): frames there are not the program's
+_LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<")
+
+
+def _own_code(path: str) -> bool:
+    """Whether a traceback frame's file is the program's own (not a package or the stdlib)."""
+    return _LIBRARY.search(path) is None
+
+
 def _h_frame(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> bool:
     f = fact.fields
     st.frames[rank] = f"{f.get('file')}:{f.get('line')} in {f.get('func')}"
+    if _own_code(str(f.get("file", ""))):
+        # a traceback lists frames outermost first: the last of the program's own is where it
+        # called the library
+        st.call_sites[rank] = st.frames[rank]
     return False
+
+
+def _h_traceback(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
+    st.call_sites.pop(rank, None)  # a new traceback: the last one's frames are not its
 
 
 def _h_exception(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
@@ -484,7 +504,8 @@ def _h_exception(report: LogReport, st: _SourceState, fact: Fact, rank: int | No
     if len(report.exceptions) < 256:
         report.exceptions.append(
             ExceptionRecord(
-                f.get("type", ""), f.get("message", ""), fact.ev, st.frames.pop(rank, None)
+                f.get("type", ""), f.get("message", ""), fact.ev, st.frames.pop(rank, None),
+                st.call_sites.pop(rank, None),
             )
         )
 
@@ -565,6 +586,7 @@ _HANDLERS = {
     "launch_hosts": _h_workers,
     "comm_init": _h_comm_init,
     "frame": _h_frame,
+    "traceback": _h_traceback,
     "exception": _h_exception,
     "child_failed": _h_child_failed,
     "summary_field": _h_summary,

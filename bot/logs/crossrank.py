@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bot.answering.contract import SuspectOut
-from bot.logs.analyze import global_rank_of_file
-from bot.logs.extract import GLOO_PEER_LOST, is_comm_exception
+from bot.logs.analyze import global_rank_of_file, host_of_file, rank_of_file
+from bot.logs.extract import GLOO_CONNECT_TIMEOUT, GLOO_PEER_LOST, is_comm_exception
 from bot.logs.model import Evidence, Fact, LogReport, RankState, TimeoutRecord
 
 #: How a first failure reads when a local rank exited without reporting the timeout the
@@ -107,6 +107,13 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             s.reason += "; " + reason
             s.evidence.extend(ev[:2])
             s.host = s.host or host
+
+    def lead(rank: int, reason: str) -> None:
+        """Put `reason` first among what is said of `rank` (what the one-screen answer shows):
+        an either-or that must not hide behind an earlier, weaker reason."""
+        s = suspects.get(rank)
+        if s is not None and not s.reason.startswith(reason):
+            s.reason = "; ".join([reason, *(p for p in s.reason.split("; ") if p != reason)])
 
     out.victims = victim_ranks(report, by_rank)
     out.killed_outside = killed_outside(report)
@@ -224,6 +231,18 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # waitForWorkers) or a wait for another rank's key: their keys are missing as a consequence
     waiting_for_others = {f.ev.rank for kind in ("clients_joined", "store_wait")
                           for f in report.facts.get(kind, []) if f.ev.rank is not None}
+    # ... or gloo's own wait for a peer to connect (extract.GLOO_CONNECT_TIMEOUT): a rank still
+    # connecting its first group never published its key for the next (DETAIL's wrapper)
+    waiting_for_others |= {e.ev.rank for e in report.exceptions if e.ev.rank is not None
+                           and GLOO_CONNECT_TIMEOUT in e.message.lower()}
+    # a rank its own node's torchrun stopped (it names the pid: "Sending process %s closing
+    # signal", step 1) after another worker of that node failed first, while the ranks that
+    # wait for its key run on other nodes (an agent stops only its own workers, so their wait
+    # did not cause the stop): its missing key is a consequence of that node's failure
+    stopped_at: dict[int, str] = {rec.rank: rec.host for rec in report.failures
+                                  if rec.pid is not None and rec.pid in stopped_pids
+                                  and rec.rank is not None and rec.host}
+    failed_first_at = {rec.host: rec.rank for rec in report.failures if rec.root and rec.host}
     # The env:// store host counts the clients that joined against its own WORLD_SIZE
     # (TCPStore.cpp waitForWorkers, quoted above); when the job left one file per rank
     # (rank-N.log, as `srun --output=%t` writes) and as many files as clients joined, no
@@ -237,14 +256,37 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             add(fact.ev.rank, fact.ev.host, f"it hosts the store and waited for {expected} "
                 f"ranks, but the job left {joined} rank files and all {joined} joined: its "
                 "WORLD_SIZE is larger than the others'", 0.9, [fact.ev])
+        elif fact.ev.rank is not None and joined is not None and expected == joined + 1 \
+                and not per_rank_files and set(report.ranks) == set(range(joined)):
+            # one file of every rank's lines: as many ranks left lines as joined, and nothing
+            # in the text says whether the job has one rank more (that never started) or the
+            # host counts one too many; it is named beside the rank the others' lines miss
+            add(fact.ev.rank, fact.ev.host, f"it hosts the store and waited for {expected} "
+                f"ranks while the {joined} ranks that left lines all joined: either its "
+                f"WORLD_SIZE is larger than the others' or rank {joined} never started", 0.6,
+                [fact.ev])
+    exact_world = logdir_world(report)
     for key_rank, facts in sorted(waiters.items()):
         if key_rank in waiting_for_others:
+            continue
+        node = stopped_at.get(key_rank)
+        if node is not None and failed_first_at.get(node, key_rank) != key_rank and all(
+                f.ev.host and f.ev.host != node for f in facts):
             continue
         who = {f.ev.rank if f.ev.rank is not None else f.ev.host for f in facts}
         waiter = facts[0].ev.rank
         if waiter is None and facts[0].ev.host:  # a node's file of local ranks: the one placed
             on_host = [r for r, st in report.ranks.items() if st.host == facts[0].ev.host]
             waiter = on_host[0] if len(on_host) == 1 else None
+        node_of_waiter = facts[0].ev.host
+        if exact_world is not None and key_rank >= exact_world and node_of_waiter and \
+                waiter is None and who == {node_of_waiter}:
+            # no such rank: the waiter expects more ranks than the job has; its global rank is
+            # not in its node's lines, its node is
+            add(None, node_of_waiter, f"a rank there waited for rank {key_rank}'s address in the "
+                f"store, but the job has {exact_world} ranks (torchrun's --log-dir folders): its "
+                "WORLD_SIZE is larger than the others'", 0.9, [facts[0].ev])
+            continue
         if len(who) == 1 and key_rank >= world_seen and waiter is None and not unplaced:
             continue  # no such rank; the one rank that waits for it is not known by its lines
         if len(who) == 1 and waiter is not None and key_rank >= world_seen:
@@ -285,6 +327,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             and report.failures[0].rank in out.victims and not out.crashed_ranks \
             and not report.facts.get("sigterm_sent") and not by_rank:
         out.left_cleanly = True
+        rec = report.failures[0]
+        # every other worker of the job exited 0; a job whose size the log does not state (no
+        # rank prefix, as under `accelerate launch`) has at least one other rank: 1, or 0
+        world_left = report.world_size or 0
+        others = [r for r in range(world_left) if r != rec.rank] if world_left >= 2 else \
+            [1 if rec.rank == 0 else 0]
+        for left in others[:8] if rec.rank is not None else []:
+            add(left, rec.host, f"exited with code 0 while rank {rec.rank} still ran "
+                "collectives: torchrun's one failure is rank "
+                f"{rec.rank}, which lost a peer, with no other failure and no worker left to "
+                "stop: it left the job early", 0.8, [rec.ev])
 
     # 2d. Rank 0 named the ranks that never reached its monitored barrier (DETAIL mode, or
     # dist.monitored_barrier): those few are where to look. When it names every other rank,
@@ -340,6 +393,17 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 for r in rs:
                     add(r, None, f"ran {fp} (a barrier or one-element collective) where as many "
                         f"ranks ran {other}: {BOOKKEEPING}", 0.85, fp_ev[:2])
+            elif len(rs1) == len(rs2) == 1:
+                # two ranks, two collectives, neither a barrier nor a metric: either may be the
+                # one off the common path; both are named, each saying so
+                a, b = sorted((rs1[0], rs2[0]))
+                said = {rs1[0]: fp1, rs2[0]: fp2}
+                tie = (f"rank {a} or rank {b}: rank {a} ran {said[a]} where rank {b} ran "
+                       f"{said[b]}, and with two ranks the logs cannot tell which one's "
+                       "collective is the odd one")
+                for r in (a, b):
+                    add(r, None, tie, 0.7, fp_ev[:2])
+                    lead(r, tie)
 
     # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
     # configuration, not a peer.
@@ -351,31 +415,56 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     # 2g. gloo aborted a rank whose buffer was smaller than what arrived (extract.gloo_size).
     # gloo's ring allreduce receives from rank + 1 (pytorch/gloo gloo/allreduce.cc, `recvRank =
     # (context->size + context->rank + 1) % context->size`): either this rank's tensor is the
-    # smaller one, or that neighbour's is the larger (another shape or dtype); the text cannot
-    # tell which, so both are named, the aborted rank first.
+    # smaller one, or that neighbour's is the larger (another shape or dtype). The Flight
+    # Recorder dumps (a third rank's call against theirs) or the ranks' own tracebacks (a third
+    # rank's call site against theirs) may tell which; otherwise the text cannot, and both are
+    # named, the aborted rank first, its reason saying "rank A or rank B".
     for fact in report.facts.get("gloo_size", []):
         grank = fact.ev.rank
         if grank is None and fact.ev.host:  # a node's file of one rank (torchrun's what():)
             on_host = [r for r, st in report.ranks.items() if st.host == fact.ev.host]
             grank = on_host[0] if len(on_host) == 1 else None
+        aborted = [rec.rank for rec in report.failures if rec.exitcode == -6]
+        if grank is None and len(set(aborted)) == 1:
+            # a line with no rank (accelerate prints none before its own): gloo's exception
+            # ends the process through std::terminate ("terminate called after throwing an
+            # instance of 'gloo::EnforceNotMet'", libstdc++'s verbose terminate handler, which
+            # then calls abort()), and torchrun records the one rank that died of SIGABRT
+            # ("exitcode  : -6 (pid: %d)  (SIGABRT)")
+            grank = aborted[0]
         ring = max(world_now, len(report.hosts))  # every node that left logs ran a rank
         if grank is None or ring < 2:
             continue
         got, want = fact.fields.get("received"), fact.fields.get("expected")
         nb = (grank + 1) % ring
         odd = _odd_of_two(report, grank, nb)
+        why = ("its collective differs from the other ranks' in the Flight Recorder dumps"
+               if odd is not None else "")
+        by_site = _odd_call_site(report, grank, nb) if odd is None else None
+        if by_site is not None:
+            odd, mine, theirs = by_site
+            why = (f"its traceback calls the collective from {_short_site(mine)} where the "
+                   f"other ranks call it from {_short_site(theirs)}")
         if odd == nb:
             add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
-                f"it expected {want}, and its collective differs from the other ranks' in the "
-                "Flight Recorder dumps: it sent a larger tensor or another dtype", 0.95,
+                f"it expected {want}, and {why}: it sent a larger tensor or another dtype", 0.95,
                 [fact.ev])
-        add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own tensor "
-            f"holds {want} (its tensor is smaller than its peers', or rank {nb} sent a larger "
-            "one)", 0.85 if odd != nb else 0.5, [fact.ev])
-        if odd != nb:
+        if odd is None:
+            # neither dumps nor tracebacks tell: the aborted rank is named first, and what is
+            # said of it leads with both ranks
+            either = (f"rank {grank} or rank {nb}: gloo aborted rank {grank}, which received "
+                      f"{got} bytes from rank {nb} where its own tensor holds {want}, and the "
+                      f"logs cannot tell whether rank {grank}'s tensor is the smaller or rank "
+                      f"{nb}'s the larger (another shape or dtype)")
+            add(grank, fact.ev.host, either, 0.85, [fact.ev])
+            lead(grank, either)  # whatever was said of the rank before
             add(nb, None, f"its ring neighbour rank {grank} received {got} bytes from it where "
                 f"it expected {want}: it may have sent a larger tensor or another dtype", 0.6,
                 [fact.ev])
+        else:
+            add(grank, fact.ev.host, f"gloo aborted it: it received {got} bytes where its own "
+                f"tensor holds {want} (its tensor is smaller than its peers', or rank {nb} sent "
+                "a larger one)", 0.85 if odd != nb else 0.5, [fact.ev])
         break
 
     # 3. Ranks that did not report a timeout while most others did.
@@ -508,6 +597,14 @@ def analyze_ranks(report: LogReport) -> CrossRank:
     if not named and out.victims and world_now > len(out.victims):
         known = set(out.victims) | set(out.crashed_ranks) | set(by_rank) | set(unreachable)
         quiet = [r for r in range(world_now) if r not in known]
+        if len(quiet) > max(1, world_now // 4):
+            # torchrun's summary lists every worker that failed, and it stops (naming the
+            # pid) every one still running (`_close`, quoted in `killed_outside`): of the
+            # ranks with no error of their own, those it stopped were still in the job; one it
+            # neither stopped nor recorded had already exited with code 0
+            quiet = [r for r in quiet if not _stopped(report, r, out.killed_outside)
+                     and not any(rec.rank == r for rec in report.failures)] \
+                if report.failures and report.facts.get("sigterm_sent") else quiet
         if 0 < len(quiet) <= max(1, world_now // 4):
             named = quiet
             for r in quiet:
@@ -564,6 +661,32 @@ def _odd_of_two(report: LogReport, a: int, b: int) -> int | None:
             if mine in f.calls:
                 return mine if f.calls[mine] != ref else other
     return None
+
+
+def _odd_call_site(report: LogReport, a: int, b: int) -> tuple[int, str, str] | None:
+    """Of two ranks one of which holds an odd tensor, the one whose own traceback calls the
+    failed collective from another line of the program than every other rank's does (their
+    tracebacks' innermost frame of the program's own code, `ExceptionRecord.call_site`), with
+    that site and the others'; None when no third rank's traceback shows the usual call, or
+    when both or neither differ. Python prints each frame as `'  File "{}", line {}, in
+    {}\n'.format(frame_summary.filename, frame_summary.lineno, frame_summary.name)` (CPython
+    3.11, Lib/traceback.py, StackSummary.format_frame_summary): extract.py's `frame`."""
+    sites: dict[int, str] = {}
+    for e in report.exceptions:
+        if e.ev.rank is not None and e.call_site and is_comm_exception(e.type, e.message):
+            sites.setdefault(e.ev.rank, e.call_site)
+    usual = {site for r, site in sites.items() if r not in (a, b)}
+    if len(usual) != 1:
+        return None
+    ref = usual.pop()
+    odd = [r for r in (a, b) if r in sites and sites[r] != ref]
+    return (odd[0], sites[odd[0]], ref) if len(odd) == 1 else None
+
+
+def _short_site(site: str) -> str:
+    """A call site "…/job.py:113 in inject" without its folders: "job.py:113 in inject"."""
+    path, _, rest = site.partition(":")
+    return path.replace("\\", "/").rsplit("/", 1)[-1] + (":" + rest if rest else "")
 
 
 def _whole_node(report: LogReport, ranks: set[int], world: int) -> bool:
@@ -634,6 +757,21 @@ def killed_outside(report: LogReport) -> list[int]:
                 and rec.exitcode in OUTSIDE_SIGNALS and rec.pid not in sent_anywhere:
             out.append(rec.rank)
     return sorted(set(out))
+
+
+def logdir_world(report: LogReport) -> int | None:
+    """The job's size from torchrun's --log-dir folders (one per local rank on each node,
+    `analyze._TORCHRUN_FILE`'s layout) when every node that left logs left them, numbered
+    0..n-1 on each; None otherwise."""
+    per_host: dict[str, set[int]] = defaultdict(set)
+    for src in report.sources:
+        local, host = rank_of_file(src.name), host_of_file(src.name)
+        if local is not None and host is not None:
+            per_host[host].add(local)
+    if not per_host or set(per_host) != set(report.hosts) or any(
+            locals_ != set(range(len(locals_))) for locals_ in per_host.values()):
+        return None
+    return sum(len(locals_) for locals_ in per_host.values())
 
 
 def unplaced_hosts(report: LogReport) -> list[str]:
@@ -759,6 +897,10 @@ _ZH_REASONS: ZhTable = tuple(
          r"MASTER_PORT as they see it\) while it could$",
          lambda m: f"{m[2]} 个 rank 中有 {m[1]} 个无法连接它所承载的 store（按它们看到的 "
                    "MASTER_ADDR/MASTER_PORT），而它自己可以"),
+        (r"^a rank there waited for rank (\d+)'s address in the store, but the job has (\d+) "
+         r"ranks \(torchrun's --log-dir folders\): its WORLD_SIZE is larger than the others'$",
+         lambda m: f"那里的一个 rank 在 store 中等待 rank {m[1]} 的地址，但作业只有 {m[2]} 个 "
+                   "rank（按 torchrun 的 --log-dir 目录）：它的 WORLD_SIZE 比其他 rank 的大"),
         (r"^waited for rank (\d+)'s address in the store, but the job has (\d+) ranks: its "
          r"WORLD_SIZE is larger than the others'$",
          lambda m: f"在 store 中等待 rank {m[1]} 的地址，但作业只有 {m[2]} 个 rank：它的 "
@@ -777,6 +919,43 @@ _ZH_REASONS: ZhTable = tuple(
          r"it may have sent a larger tensor or another dtype$",
          lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节：它可能"
                    "发送了更大的张量或不同的 dtype"),
+        (r"^rank (\d+) or rank (\d+): gloo aborted rank (\d+), which received (\S+) bytes from "
+         r"rank (\d+) where its own tensor holds (\S+), and the logs cannot tell whether rank "
+         r"(\d+)'s tensor is the smaller or rank (\d+)'s the larger \(another shape or dtype\)$",
+         lambda m: f"rank {m[1]} 或 rank {m[2]}：gloo 中止了 rank {m[3]}，它从 rank {m[5]} 收到 "
+                   f"{m[4]} 字节，而它自己的张量只有 {m[6]} 字节；日志无法判断是 rank {m[7]} 的"
+                   f"张量更小，还是 rank {m[8]} 的更大（形状或 dtype 不同）"),
+        (r"^rank (\d+) or rank (\d+): rank (\d+) ran (.+) where rank (\d+) ran (.+), and with two "
+         r"ranks the logs cannot tell which one's collective is the odd one$",
+         lambda m: f"rank {m[1]} 或 rank {m[2]}：rank {m[3]} 执行了 {m[4]}，而 rank {m[5]} "
+                   f"执行的是 {m[6]}；只有两个 rank，日志无法判断哪一个的集合通信是异常的"),
+        (r"^its ring neighbour rank (\d+) received (\S+) bytes from it where it expected (\S+), "
+         r"and its collective differs from the other ranks' in the Flight Recorder dumps: it "
+         r"sent a larger tensor or another dtype$",
+         lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节，且"
+                   "它的集合通信在 Flight Recorder dump 中与其他 rank 不同：它发送了更大的张量或"
+                   "不同的 dtype"),
+        (r"^its ring neighbour rank (\d+) received (\S+) bytes from it where it expected (\S+), "
+         r"and its traceback calls the collective from (.+) where the other ranks call it from "
+         r"(.+): it sent a larger tensor or another dtype$",
+         lambda m: f"环上的相邻 rank {m[1]} 从它那里收到 {m[2]} 字节，而预期是 {m[3]} 字节，且"
+                   f"它的 traceback 从 {m[4]} 调用该集合通信，而其他 rank 从 {m[5]} 调用：它发送"
+                   "了更大的张量或不同的 dtype"),
+        (r"^exited with code 0 while rank (\d+) still ran collectives: torchrun's one failure is "
+         r"rank (\d+), which lost a peer, with no other failure and no worker left to stop: it "
+         r"left the job early$",
+         lambda m: f"在 rank {m[1]} 仍在执行集合通信时以退出码 0 退出：torchrun 唯一记录的失败是"
+                   f"失去对端的 rank {m[2]}，没有其他失败，也没有需要停止的 worker：它提前离开了"
+                   "作业"),
+        (r"^it hosts the store and waited for (\d+) ranks, but the job left (\d+) rank files and "
+         r"all (\d+) joined: its WORLD_SIZE is larger than the others'$",
+         lambda m: f"它承载 store 并等待 {m[1]} 个 rank，但作业只留下 {m[2]} 个 rank 文件且 "
+                   f"{m[3]} 个都已加入：它的 WORLD_SIZE 比其他 rank 的大"),
+        (r"^it hosts the store and waited for (\d+) ranks while the (\d+) ranks that left lines "
+         r"all joined: either its WORLD_SIZE is larger than the others' or rank (\d+) never "
+         r"started$",
+         lambda m: f"它承载 store 并等待 {m[1]} 个 rank，而留下日志的 {m[2]} 个 rank 都已加入："
+                   f"要么它的 WORLD_SIZE 比其他 rank 的大，要么 rank {m[3]} 从未启动"),
         (r"^reported no error while (\d+) rank\(s\) lost or waited for a peer: it left the "
          r"job or was busy elsewhere$",
          lambda m: f"没有报告错误，而 {m[1]} 个 rank 失去了对端或在等它：它已离开作业或在忙"

@@ -594,6 +594,13 @@ GLOO_PEER_LOST = ("connection closed by peer", "read error [", "socket closed ["
                   "broken pipe")
 
 
+#: gloo gave up waiting for a peer to connect its pair (gloo/transport/tcp/pair.h, Pair::waitUntil,
+#: pytorch/gloo 70dc360: `signalAndThrowException(GLOO_ERROR_MSG("Connect timeout ",
+#: peer_.str()))`; torch wraps it as "Gloo connectFullMesh failed with [...pair.h:311] Connect
+#: timeout [none]"): the rank was waiting for others at set-up, not failing on its own
+GLOO_CONNECT_TIMEOUT = "connect timeout"
+
+
 def is_comm_exception(etype: str, message: str) -> bool:
     """Whether an exception reports a communication failure (a timeout, a lost peer, the
     store) rather than causing one."""
@@ -610,4 +617,5 @@ def is_comm_exception(etype: str, message: str) -> bool:
         # Barrier encountered error running collective: CollectiveFingerPrint(...). Error: "
         # followed by the peer's loss (torch 2.13, ProcessGroupWrapper.cpp)
         or "monitored barrier encountered error" in lowered
+        or GLOO_CONNECT_TIMEOUT in lowered
     )

@@ -91,6 +91,9 @@ class ExceptionRecord:
     message: str
     ev: Evidence
     frame: str | None = None  # innermost frame "file:line in func"
+    #: the innermost frame of the program's own code (not an installed package's nor the
+    #: standard library's), "file:line in func": where the program called into the library
+    call_site: str | None = None
 
 
 @dataclass(slots=True)

@@ -353,11 +353,48 @@ def test_the_rank_that_never_started_is_named_not_the_store_host_counting_client
 def test_under_accelerate_a_peer_that_exited_with_code_0_is_a_rank_that_left_early() -> None:
     # `exit0_early` on rank 1 of two under accelerate (no rank prefix on rank 1's lines):
     # torchrun's one failure is rank 0, which lost its peer, "<NO_OTHER_FAILURES>", and no
-    # worker was left to stop. The world size is not in the text, so no rank is named
-    # above the victim; the category is the early exit
+    # worker was left to stop
     _, d = _diagnose("accelerate2-exit0_early-rank1")
     assert d.root_causes[0].category == "rank_crashed"
     assert d.crossrank.left_cleanly
+    # every other worker exited 0; the job's size is not in the text, but a job whose rank 0
+    # lost a peer has a rank 1: it is named before the victim
+    assert [s.rank for s in d.suspects[:2]] == [1, 0]
+    assert "exited with code 0 while rank 0 still ran collectives" in d.suspects[0].reason
+
+
+def test_the_rank_whose_traceback_calls_the_collective_elsewhere_sent_the_odd_tensor() -> None:
+    # `dtype` on rank 2 of four, interleaved `srun -l` output (a fresh --offset 2 run): gloo
+    # aborts rank 1 ("1024 vs 512"), which receives from rank 2; ranks 0, 2 and 3 print their
+    # tracebacks, and rank 2's own frame is another line of job.py (inject's all_reduce of a
+    # float64 copy) than ranks 0 and 3's: rank 2 holds the larger tensor, rank 1 was its victim
+    report, d = _diagnose("slurm4-dtype-rank2")
+    sites = {e.ev.rank: e.call_site for e in report.exceptions if e.call_site}
+    assert sites[0] == sites[3] != sites[2] and sites[2].endswith("job.py:113 in inject")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert [s.rank for s in d.suspects[:2]] == [2, 1]
+    assert "calls the collective from job.py:113 in inject where the other ranks call it from " \
+        "job.py:243 in <module>" in d.suspects[0].reason
+
+
+def test_without_dumps_or_tracebacks_the_ring_pair_is_named_as_either() -> None:
+    # `dtype` on rank 7 of eight: torchrun SIGTERMs the others before they print a traceback
+    # and the dumps are empty; nothing tells rank 6's smaller tensor from rank 7's larger one,
+    # so the first suspect says both
+    _, d = _diagnose("torchrun8-dtype-rank7")
+    assert d.suspects[0].rank == 6
+    assert d.suspects[0].reason.startswith("rank 6 or rank 7: gloo aborted rank 6, which "
+                                           "received 512 bytes from rank 7")
+    assert "logs cannot tell" in d.suspects[0].reason
+
+
+def test_a_store_host_counting_one_client_too_many_is_named_beside_the_missing_rank() -> None:
+    # `nojoin` (rank 3 never starts) and a store host whose WORLD_SIZE is one larger read the
+    # same in one interleaved file: rank 0 counts "3/4 clients joined" and three ranks print
+    _, d = _diagnose("slurm4-nojoin-rank3")
+    assert [s.rank for s in d.suspects[:2]] == [3, 0]
+    assert "either its WORLD_SIZE is larger than the others' or rank 3 never started" in \
+        d.suspects[1].reason
 
 
 def test_a_preempted_second_node_is_the_crash_not_torchruns_stop() -> None:
@@ -380,3 +417,90 @@ def test_the_other_agents_keep_alive_failures_are_the_store_host_leaving() -> No
     assert report.facts.get("rdzv_keepalive_failed")
     assert d.root_causes[0].category == "rank_crashed"
     assert (d.suspects[0].rank, d.suspects[0].host) == (0, "gpu-node-01")
+
+
+def test_a_call_site_is_the_innermost_frame_of_the_programs_own_code(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        '[rank1]:   File "/opt/app/train.py", line 40, in <module>\n'
+        '[rank1]:   File "/opt/app/model/step.py", line 12, in step\n'
+        '[rank1]:   File "/usr/lib/python3.11/contextlib.py", line 81, in inner\n'
+        '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/torch/distributed/'
+        'distributed_c10d.py", line 3252, in all_reduce\n'
+        "[rank1]: RuntimeError: Connection closed by peer [10.0.0.2]:4711\n"
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/run.py", '
+        "line 9, in main\n"
+        "[rank2]: RuntimeError: Connection closed by peer [10.0.0.3]:4711\n")
+    report, _ = analyze_sources(expand_inputs([str(log)]))
+    sites = {e.ev.rank: e.call_site for e in report.exceptions}
+    assert sites == {1: "/opt/app/model/step.py:12 in step", 2: None}
+
+
+# --- fifth round: the fresh --offset 3 card's misses, recorded (the rules below came after it) --
+
+
+def test_the_one_rank_torchrun_neither_stopped_nor_recorded_left_with_code_0() -> None:
+    # `exit0_early` on rank 4 of eight at step 0: ranks 3 and 5 lose it, torchrun records
+    # rank 5 first and stops six others by pid; rank 4 is in neither list (it had exited 0)
+    report, d = _diagnose("torchrun8-exit0_early-rank4")
+    assert 4 not in {rec.rank for rec in report.failures}
+    assert d.root_causes[0].category == "rank_crashed"
+    assert d.suspects[0].rank == 4 and "left the job" in d.suspects[0].reason
+    assert d.crossrank.vanished == [4] and d.crossrank.still_running == []
+
+
+def test_a_rank_its_node_stopped_is_not_the_rank_whose_key_never_came() -> None:
+    # `nojoin` on rank 3 (node 2): rank 3 exits with code 3 before joining, node 2's agent
+    # stops rank 2 by pid, and node 1's ranks then wait in vain for rank 2's key: rank 2's
+    # missing key follows rank 3's failure
+    _, d = _diagnose("2node-nojoin-rank3")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (3, "gpu-node-02")
+    assert not any(s.rank == 2 and "never published" in s.reason for s in d.suspects)
+
+
+def test_a_rank_still_connecting_its_first_group_is_waiting_not_the_cause() -> None:
+    # `wrong_world` on rank 2 of three (one file per rank, DETAIL): rank 2 waits for a rank
+    # 3's key; rank 0 stays in gloo's connect ("Connect timeout") and so never publishes its
+    # key of DETAIL's wrapper group, which rank 1 waits for
+    report, d = _diagnose("slurm3-files-detail-wrong_world-rank2")
+    assert any("Connect timeout" in e.message for e in report.exceptions if e.ev.rank == 0)
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 2 and "WORLD_SIZE is larger" in d.suspects[0].reason
+    assert 0 in d.crossrank.victims
+
+
+def test_under_accelerate_the_rank_gloo_aborted_is_the_one_torchrun_saw_die_of_sigabrt() -> None:
+    # `dtype` on rank 0 of two under accelerate: the abort line has no rank; torchrun records
+    # rank 1 with exitcode -6 (SIGABRT). Two ranks: nothing tells the sides apart, both named
+    _, d = _diagnose("accelerate2-dtype-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert [s.rank for s in d.suspects[:2]] == [1, 0]
+    assert d.suspects[0].reason.startswith("rank 1 or rank 0: gloo aborted rank 1")
+
+
+def test_a_two_rank_fingerprint_tie_names_both_ranks_as_either() -> None:
+    # `dtype` on rank 0 of two with DETAIL (--offset 2): each rank's fingerprint disagrees
+    # with the other's (Double against Float), neither a barrier nor a metric; torchrun's
+    # first failure (rank 1) is no tie-breaker, so each suspect leads with both ranks
+    _, d = _diagnose("torchrun2-detail-dtype-rank0")
+    assert d.root_causes[0].category == "collective_mismatch"
+    assert sorted(s.rank for s in d.suspects[:2]) == [0, 1]
+    for s in d.suspects[:2]:
+        assert s.reason.startswith("rank 0 or rank 1: rank 0 ran OpType=ALLREDUCE, "
+                                   "TensorShape=[1024], TensorDtypes=Double where rank 1 ran")
+
+
+def test_a_rank_waiting_for_a_rank_past_the_log_dirs_count_names_its_node() -> None:
+    # `wrong_world` on rank 0 of three nodes of one rank each, --log-dir per node (a run the
+    # harness stopped at its limit): node 1's rank waits for a rank 3's key. The nodes' --log-dir
+    # folders hold one local rank each, so the job has 3 ranks and rank 3 does not exist; the
+    # waiter's global rank is in no line, its node is
+    _, d = _diagnose("3node-logdir-wrong_world-rank0-stopped")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert (d.suspects[0].rank, d.suspects[0].host) == (None, "gpu-node-01")
+    assert "but the job has 3 ranks (torchrun's --log-dir folders)" in d.suspects[0].reason
+    assert not any(s.rank == 3 for s in d.suspects)
