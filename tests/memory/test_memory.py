@@ -114,7 +114,9 @@ def test_stored_counts_at_once_and_forgotten_is_gone_at_once(tmp_path: Path) -> 
     settings = load_settings(data_dir=tmp_path)
     log2 = FAMILY / f"shardstore-{RUN2}.log"
     before = analyze_paths([str(log2)], settings)
-    assert before.root_causes[0].category == "rank_crashed" and not before.similar_incidents
+    # the bundled corpus may hold a look-alike; the team's own incident is what comes and goes
+    assert before.root_causes[0].category == "rank_crashed"
+    assert not any(s.local for s in before.similar_incidents)
     store = runtime.memory(settings, create=True)
     assert store is not None
     inc = _incident()
@@ -125,7 +127,8 @@ def test_stored_counts_at_once_and_forgotten_is_gone_at_once(tmp_path: Path) -> 
         "https://fake.slack/archives/C1/p1")
     store.forget(inc.id, "UALICE")
     gone = analyze_paths([str(log2)], settings)
-    assert gone.root_causes[0].category == "rank_crashed" and not gone.similar_incidents
+    assert gone.root_causes[0].category == "rank_crashed"
+    assert not any(s.local for s in gone.similar_incidents)
 
 
 # -- the CLI, as a real process ---------------------------------------------------------------

@@ -29,6 +29,8 @@ GENERIC = {
     "flight_recorder": "the log analysis has a Flight Recorder module and report field",
     "nccl_version": "a log fact ('NCCL version 2.x') the log analysis reads",
     "nccl_tests": "a log fact (nccl-tests output) the log analysis reads",
+    "collectives": "the cross-rank reasons say which ranks still ran `collectives:` (prose, "
+                   "and its Chinese pattern in crossrank.py)",
     "rendezvous": "a log fact (c10d rendezvous errors) the log analysis reads; the agent's "
                   "GPU-exclusive route joins a multi-node group's rendezvous (tools.probe.group)",
 }
