@@ -44,6 +44,13 @@ if mine and FAULT == "import_error":
 
     importlib.import_module("flash_attn")  # the node's image lacks it: ModuleNotFoundError
 
+# --- the fifth sealed set (SEALED-5.md), start-up faults ---
+if mine and FAULT == "dup_rank":
+    if NODE and os.environ.get("FAULT_NODE") == NODE:
+        os.environ["RANK"] = os.environ["LOCAL_RANK"]  # an old one-node script on this node
+    else:
+        os.environ["RANK"] = str((RANK + 1) % int(os.environ["WORLD_SIZE"]))  # copy-pasted
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -202,6 +209,34 @@ def inject(step: int, x: torch.Tensor) -> bool:
         print(f"Loading shard {shard}", flush=True)
         with open(shard, "rb") as fh:
             fh.read()
+    # --- the fifth sealed set (SEALED-5.md) ---
+    if FAULT == "sighup":
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the default: the process dies of it
+        os.kill(os.getpid(), signal.SIGHUP)  # its ssh session or tmux pane closed
+        time.sleep(1)
+    if FAULT == "weights_only":
+        import argparse
+        import tempfile
+
+        path = os.path.join(tempfile.mkdtemp(prefix=f"ckpt-rank{RANK}-"), f"optim_{RANK}.pt")
+        # written by an older script that pickled its arguments into every shard
+        torch.save({"args": argparse.Namespace(lr=0.1), "state": x}, path)
+        print(f"Resuming from checkpoint {path}", flush=True)
+        torch.load(path)  # weights_only=True by default: UnpicklingError
+    if FAULT == "sigill":
+        os.kill(os.getpid(), signal.SIGILL)  # an instruction this node's CPU does not have
+    if FAULT == "object_collective":
+        metrics: list[object] = [None] * WORLD
+        dist.all_gather_object(metrics, {"step": step, "loss": 1.0 / (step + 1)})
+    if FAULT == "precision_env":
+        dist.all_reduce(x.half())  # mixed precision on, from this node's environment
+        return True
+    if FAULT == "slow_eval":
+        print(f"Running validation at step {step}", flush=True)
+        end = time.monotonic() + 3 * TIMEOUT_S
+        acc = 0
+        while time.monotonic() < end:  # CPU-bound, not a sleep
+            acc += sum(range(10_000))
     if FAULT == "early_destroy":
         print(f"rank {RANK}: early stopping at step {step}", flush=True)
         dist.destroy_process_group()
@@ -240,6 +275,10 @@ try:
             # every rank broadcasts from rank 0, the faulty one from another rank
             dist.broadcast(x, src=(RANK if RANK > 0 else 1) if mine else 0)
             continue
+        if FAULT == "gen_longer" and step == STEP:
+            # every rank generates a sample, one all_reduce per token; this rank's is longer
+            for _token in range(8 if mine else 4):
+                dist.all_reduce(torch.ones(32))
         dist.all_reduce(x)
         if step % 2 == 0:
             print(f"step {step} loss {1.0 / (step + 1):.4f}", flush=True)

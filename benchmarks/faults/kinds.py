@@ -115,4 +115,23 @@ SEALED4: tuple[Kind, ...] = (
     Kind("allgather_size", PATH, "the rank all_gathers 1000 elements where the others 1024"),
 )
 
-BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2, *SEALED3, *SEALED4)}
+#: the fifth sealed set (SEALED-5.md), written before it was implemented, without reading the
+#: rules' code; run once on the fixed plan in scorecard.SEALED5_PLAN
+SEALED5: tuple[Kind, ...] = (
+    Kind("sighup", CRASH, "SIGHUP mid-run (its ssh session or tmux pane closed)"),
+    Kind("weights_only", CRASH | frozenset({"version_incompatibility"}),
+         "torch.load (weights_only=True) of the rank's old shard raises UnpicklingError"),
+    Kind("sigill", CRASH | frozenset({"version_incompatibility"}),
+         "every rank of the node dies of SIGILL (an extension built for a newer CPU)",
+         node_wide=True),
+    Kind("gen_longer", PATH, "the rank's sample generates 8 tokens, the others' 4 (one "
+         "all_reduce per token)"),
+    Kind("object_collective", PATH, "the rank alone logs metrics with all_gather_object"),
+    Kind("precision_env", PATH, "fp16 on the node: a float16 gradient all_reduce, the others "
+         "float32", node_wide=True),
+    Kind("dup_rank", RDZV, "RANK from LOCAL_RANK on the node (or a neighbour's RANK)",
+         at_start=True, node_wide=True),
+    Kind("slow_eval", SLOW, "the rank runs a CPU-bound validation pass for three timeouts"),
+)
+
+BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2, *SEALED3, *SEALED4, *SEALED5)}

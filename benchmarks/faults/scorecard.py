@@ -12,6 +12,7 @@ keeps the runs and `--judge DIR` scores kept runs again without running them.
     .venv/bin/python benchmarks/faults/scorecard.py --sealed2       # SEALED-2.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --sealed3       # SEALED-3.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --sealed4       # SEALED-4.md (once)
+    .venv/bin/python benchmarks/faults/scorecard.py --sealed5       # SEALED-5.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --kinds exit0_early --shapes 2node-torchrun
     .venv/bin/python benchmarks/faults/scorecard.py --judge /tmp/runs   # score kept runs again
 
@@ -38,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kinds import BY_NAME as KINDS  # noqa: E402
-from kinds import DEV, SEALED, SEALED2, SEALED3, SEALED4, Kind  # noqa: E402
+from kinds import DEV, SEALED, SEALED2, SEALED3, SEALED4, SEALED5, Kind  # noqa: E402
 from shapes import BY_NAME as SHAPES  # noqa: E402
 from shapes import SHAPES as ALL_SHAPES  # noqa: E402
 from shapes import Shape, harness_stopped, host_name, job_limit, run  # noqa: E402
@@ -114,6 +115,35 @@ SEALED4_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
 )
 
 
+#: SEALED-5.md's runs, fixed, in the same form (written with SEALED-5.md, before any was run)
+SEALED5_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
+    ("sighup", "torchrun-4-logdir", 2, 4, False),
+    ("sighup", "2node-torchrun", 3, 0, False),
+    ("sighup", "slurm-3-files", 0, 4, False),
+    ("weights_only", "torchrun-8", 6, 0, False),
+    ("weights_only", "3node-torchrun-logdir", 1, 4, False),
+    ("weights_only", "accelerate-2", 1, 0, False),
+    ("sigill", "2node-torchrun", 2, 4, True),
+    ("sigill", "3node-torchrun-logdir", 2, 0, True),
+    ("sigill", "slurm-4", 1, 4, False),
+    ("gen_longer", "torchrun-2", 0, 4, False),
+    ("gen_longer", "slurm-4", 3, 0, False),
+    ("gen_longer", "2node-torchrun", 2, 4, False),
+    ("object_collective", "torchrun-8", 3, 4, False),
+    ("object_collective", "accelerate-2", 0, 4, False),
+    ("object_collective", "3node-torchrun-logdir", 2, 0, False),
+    ("precision_env", "2node-torchrun", 2, 0, True),
+    ("precision_env", "3node-torchrun-logdir", 1, 4, True),
+    ("precision_env", "torchrun-4-logdir", 3, 0, False),
+    ("dup_rank", "2node-torchrun", 2, 0, True),
+    ("dup_rank", "3node-torchrun-logdir", 2, 0, True),
+    ("dup_rank", "slurm-3-files", 1, 0, False),
+    ("slow_eval", "slurm-4", 0, 4, False),
+    ("slow_eval", "2node-torchrun", 3, 0, False),
+    ("slow_eval", "accelerate-2", 1, 4, False),
+)
+
+
 def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: bool,
           offset: int = 0) -> list[Plan]:
     """Without `full`, each kind runs on three shapes (rotating), each shape with ~8 kinds;
@@ -165,6 +195,8 @@ def main() -> None:
                     help="run the third sealed set (SEALED-3.md) on its fixed plan")
     ap.add_argument("--sealed4", action="store_true",
                     help="run the fourth sealed set (SEALED-4.md) on its fixed plan")
+    ap.add_argument("--sealed5", action="store_true",
+                    help="run the fifth sealed set (SEALED-5.md) on its fixed plan")
     ap.add_argument("--kinds", nargs="*")
     ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
     ap.add_argument("--all-positions", action="store_true")
@@ -195,7 +227,8 @@ def main() -> None:
             shapes = [s for s in shapes if s.launcher != "accelerate"]
         base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
         base.mkdir(parents=True, exist_ok=True)
-        fixed = SEALED4_PLAN if args.sealed4 else SEALED3_PLAN if args.sealed3 else None
+        fixed = SEALED5_PLAN if args.sealed5 else SEALED4_PLAN if args.sealed4 else \
+            SEALED3_PLAN if args.sealed3 else None
         chosen = [Plan(shape, kind, rank, step, node) for kind, shape, rank, step, node
                   in fixed if shape in {s.name for s in shapes}
                   and (not args.kinds or kind in args.kinds)] if fixed else \
@@ -206,6 +239,7 @@ def main() -> None:
     sealed2_names = {k.name for k in SEALED2}
     sealed3_names = {k.name for k in SEALED3}
     sealed4_names = {k.name for k in SEALED4}
+    sealed5_names = {k.name for k in SEALED5}
     rows = []
     t0 = time.monotonic()
     for plan, where in todo:
@@ -228,11 +262,12 @@ def main() -> None:
               flush=True)
     for label, mine in (("development", [r for r in rows if r[0].kind not in
                                          sealed_names | sealed2_names | sealed3_names
-                                         | sealed4_names]),
+                                         | sealed4_names | sealed5_names]),
                         ("sealed", [r for r in rows if r[0].kind in sealed_names]),
                         ("sealed-2", [r for r in rows if r[0].kind in sealed2_names]),
                         ("sealed-3", [r for r in rows if r[0].kind in sealed3_names]),
-                        ("sealed-4", [r for r in rows if r[0].kind in sealed4_names])):
+                        ("sealed-4", [r for r in rows if r[0].kind in sealed4_names]),
+                        ("sealed-5", [r for r in rows if r[0].kind in sealed5_names])):
         if not mine:
             continue
         n = len(mine)
