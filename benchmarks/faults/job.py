@@ -51,6 +51,10 @@ if mine and FAULT == "dup_rank":
     else:
         os.environ["RANK"] = str((RANK + 1) % int(os.environ["WORLD_SIZE"]))  # copy-pasted
 
+# --- the sixth sealed set (SEALED-6.md), start-up faults ---
+if mine and FAULT == "no_rank_env":
+    os.environ.pop("RANK")  # the node's launch wrapper does not export it: env:// raises
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -58,6 +62,28 @@ dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT_S))
 WORLD = dist.get_world_size()
 #: a second group of every rank (SEALED-2 `subgroup_barrier`): new_group is collective
 SUB = dist.new_group(list(range(WORLD))) if FAULT == "subgroup_barrier" else None
+#: gradient accumulation from each rank's environment (SEALED-6 `grad_accum_env`)
+ACCUM = 2 if mine and FAULT == "grad_accum_env" else 1
+if FAULT == "grad_accum_env":
+    print(f"rank {RANK}: gradient accumulation steps {ACCUM}", flush=True)
+
+
+class Net(torch.nn.Module):
+    """Two layers; a batch that takes the `skip` branch leaves the second one unused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor, skip: bool = False) -> torch.Tensor:
+        h: torch.Tensor = self.a(x)
+        out: torch.Tensor = h.sum() if skip else self.b(h).sum()
+        return out
+
+
+#: DDP training (SEALED-6 `unused_param`): constructing it is collective (a broadcast)
+MODEL = torch.nn.parallel.DistributedDataParallel(Net()) if FAULT == "unused_param" else None
 
 
 def dump() -> None:
@@ -237,6 +263,26 @@ def inject(step: int, x: torch.Tensor) -> bool:
         acc = 0
         while time.monotonic() < end:  # CPU-bound, not a sleep
             acc += sum(range(10_000))
+    # --- the sixth sealed set (SEALED-6.md) ---
+    if FAULT == "sigusr1":
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)  # no handler: the process dies of it
+        os.kill(os.getpid(), signal.SIGUSR1)  # Slurm's requeue warning (--signal=USR1@90)
+        time.sleep(1)
+    if FAULT == "deep_json":
+        import json
+
+        sample = "[" * 100_000 + "]" * 100_000  # one pathologically nested record of its shard
+        print(f"rank {RANK}: parsing sample {step} of shard-{RANK:05d}.jsonl", flush=True)
+        json.loads(sample)  # RecursionError
+    if FAULT == "bad_utf8":
+        import tempfile
+
+        shard = os.path.join(tempfile.mkdtemp(prefix=f"shard-rank{RANK}-"), "train-00017.txt")
+        with open(shard, "wb") as fh:
+            fh.write(b"the quick brown fox\n" * 3 + b"caf\xff au lait\n")  # not UTF-8
+        with open(shard, encoding="utf-8") as text:
+            for _line in text:  # UnicodeDecodeError
+                pass
     if FAULT == "early_destroy":
         print(f"rank {RANK}: early stopping at step {step}", flush=True)
         dist.destroy_process_group()
@@ -279,7 +325,23 @@ try:
             # every rank generates a sample, one all_reduce per token; this rank's is longer
             for _token in range(8 if mine else 4):
                 dist.all_reduce(torch.ones(32))
-        dist.all_reduce(x)
+        if FAULT == "hashseed_order" and step == STEP:
+            # two gradient buckets, ordered by iterating a set of parameter names: the order
+            # follows PYTHONHASHSEED, which differs on the faulty node
+            for size in (512, 1024) if mine else (1024, 512):
+                dist.all_reduce(torch.ones(size))
+            continue
+        if FAULT == "main_first" and step == STEP:
+            if mine:  # the main process preprocesses first, the others wait at the barrier
+                print(f"rank {RANK}: preprocessing the dataset (main process first)", flush=True)
+                time.sleep(3 * TIMEOUT_S)
+            dist.barrier()
+        if MODEL is not None:
+            # DDP all_reduces the gradient bucket in backward; the rank's batch may skip a layer
+            loss: torch.Tensor = MODEL(torch.ones(1, 16), skip=mine and step >= STEP)
+            torch.autograd.backward(loss)
+        elif not (ACCUM == 2 and step >= STEP and (step - STEP) % 2 == 0):
+            dist.all_reduce(x)  # (an accumulating micro-step has no gradient all_reduce)
         if step % 2 == 0:
             print(f"step {step} loss {1.0 / (step + 1):.4f}", flush=True)
     # the end of an epoch: every rank reports its metrics

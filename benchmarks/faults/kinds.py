@@ -134,4 +134,23 @@ SEALED5: tuple[Kind, ...] = (
     Kind("slow_eval", SLOW, "the rank runs a CPU-bound validation pass for three timeouts"),
 )
 
-BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2, *SEALED3, *SEALED4, *SEALED5)}
+#: the sixth sealed set (SEALED-6.md), written before it was implemented, without reading the
+#: rules' code; run once on the fixed plan in scorecard.SEALED6_PLAN
+SEALED6: tuple[Kind, ...] = (
+    Kind("sigusr1", CRASH, "SIGUSR1 mid-run (a requeue warning signal, no handler)"),
+    Kind("deep_json", CRASH, "json.loads of a sample nested 100000 deep: RecursionError"),
+    Kind("bad_utf8", CRASH, "a line of the rank's text shard holds 0xff: UnicodeDecodeError"),
+    Kind("hashseed_order", PATH, "another PYTHONHASHSEED on the node: the step's two gradient "
+         "buckets all_reduced in the other order", node_wide=True),
+    Kind("grad_accum_env", PATH, "gradient accumulation 2 on the node (the others 1): from the "
+         "step on it all_reduces every second step", node_wide=True),
+    Kind("unused_param", PATH | CRASH, "DDP: the rank's forward skips a layer from the step on "
+         "(find_unused_parameters=False)"),
+    Kind("main_first", SLOW, "the rank preprocesses the dataset for three timeouts while the "
+         "others wait at a barrier"),
+    Kind("no_rank_env", RDZV | CRASH, "RANK not exported on the node: init_process_group "
+         "(env://) raises", at_start=True, node_wide=True),
+)
+
+BY_NAME = {k.name: k for k in (*DEV, *SEALED, *SEALED2, *SEALED3, *SEALED4, *SEALED5,
+                               *SEALED6)}

@@ -13,6 +13,7 @@ keeps the runs and `--judge DIR` scores kept runs again without running them.
     .venv/bin/python benchmarks/faults/scorecard.py --sealed3       # SEALED-3.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --sealed4       # SEALED-4.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --sealed5       # SEALED-5.md (once)
+    .venv/bin/python benchmarks/faults/scorecard.py --sealed6       # SEALED-6.md (once)
     .venv/bin/python benchmarks/faults/scorecard.py --kinds exit0_early --shapes 2node-torchrun
     .venv/bin/python benchmarks/faults/scorecard.py --judge /tmp/runs   # score kept runs again
 
@@ -39,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from kinds import BY_NAME as KINDS  # noqa: E402
-from kinds import DEV, SEALED, SEALED2, SEALED3, SEALED4, SEALED5, Kind  # noqa: E402
+from kinds import DEV, SEALED, SEALED2, SEALED3, SEALED4, SEALED5, SEALED6, Kind  # noqa: E402
 from shapes import BY_NAME as SHAPES  # noqa: E402
 from shapes import SHAPES as ALL_SHAPES  # noqa: E402
 from shapes import Shape, harness_stopped, host_name, job_limit, run  # noqa: E402
@@ -144,6 +145,35 @@ SEALED5_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
 )
 
 
+#: SEALED-6.md's runs, fixed, in the same form (written with SEALED-6.md, before any was run)
+SEALED6_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
+    ("sigusr1", "torchrun-8", 5, 4, False),
+    ("sigusr1", "3node-torchrun-logdir", 2, 0, False),
+    ("sigusr1", "slurm-4", 3, 0, False),
+    ("deep_json", "torchrun-4-logdir", 1, 0, False),
+    ("deep_json", "2node-torchrun", 2, 4, False),
+    ("deep_json", "accelerate-2", 0, 4, False),
+    ("bad_utf8", "slurm-3-files", 2, 4, False),
+    ("bad_utf8", "2node-torchrun", 3, 0, False),
+    ("bad_utf8", "accelerate-2", 1, 0, False),
+    ("hashseed_order", "2node-torchrun", 2, 4, True),
+    ("hashseed_order", "3node-torchrun-logdir", 1, 0, True),
+    ("hashseed_order", "slurm-4", 2, 4, False),
+    ("grad_accum_env", "3node-torchrun-logdir", 2, 0, True),
+    ("grad_accum_env", "2node-torchrun", 2, 4, True),
+    ("grad_accum_env", "torchrun-2", 1, 0, False),
+    ("unused_param", "accelerate-2", 1, 0, False),
+    ("unused_param", "3node-torchrun-logdir", 2, 0, False),  # not under DETAIL: see SEALED-6
+    ("unused_param", "slurm-4", 1, 0, False),  # step 0: at the last step nothing fails
+    ("main_first", "slurm-3-files", 0, 0, False),
+    ("main_first", "3node-torchrun-logdir", 1, 4, False),
+    ("main_first", "torchrun-8", 0, 0, False),
+    ("no_rank_env", "2node-torchrun", 2, 0, True),
+    ("no_rank_env", "3node-torchrun-logdir", 2, 0, True),
+    ("no_rank_env", "slurm-4", 1, 0, False),
+)
+
+
 def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: bool,
           offset: int = 0) -> list[Plan]:
     """Without `full`, each kind runs on three shapes (rotating), each shape with ~8 kinds;
@@ -197,6 +227,8 @@ def main() -> None:
                     help="run the fourth sealed set (SEALED-4.md) on its fixed plan")
     ap.add_argument("--sealed5", action="store_true",
                     help="run the fifth sealed set (SEALED-5.md) on its fixed plan")
+    ap.add_argument("--sealed6", action="store_true",
+                    help="run the sixth sealed set (SEALED-6.md) on its fixed plan")
     ap.add_argument("--kinds", nargs="*")
     ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
     ap.add_argument("--all-positions", action="store_true")
@@ -227,7 +259,7 @@ def main() -> None:
             shapes = [s for s in shapes if s.launcher != "accelerate"]
         base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
         base.mkdir(parents=True, exist_ok=True)
-        fixed = SEALED5_PLAN if args.sealed5 else SEALED4_PLAN if args.sealed4 else \
+        fixed = SEALED6_PLAN if args.sealed6 else SEALED5_PLAN if args.sealed5 else SEALED4_PLAN if args.sealed4 else \
             SEALED3_PLAN if args.sealed3 else None
         chosen = [Plan(shape, kind, rank, step, node) for kind, shape, rank, step, node
                   in fixed if shape in {s.name for s in shapes}
@@ -240,6 +272,7 @@ def main() -> None:
     sealed3_names = {k.name for k in SEALED3}
     sealed4_names = {k.name for k in SEALED4}
     sealed5_names = {k.name for k in SEALED5}
+    sealed6_names = {k.name for k in SEALED6}
     rows = []
     t0 = time.monotonic()
     for plan, where in todo:
@@ -262,12 +295,14 @@ def main() -> None:
               flush=True)
     for label, mine in (("development", [r for r in rows if r[0].kind not in
                                          sealed_names | sealed2_names | sealed3_names
-                                         | sealed4_names | sealed5_names]),
+                                         | sealed4_names | sealed5_names
+                                         | sealed6_names]),
                         ("sealed", [r for r in rows if r[0].kind in sealed_names]),
                         ("sealed-2", [r for r in rows if r[0].kind in sealed2_names]),
                         ("sealed-3", [r for r in rows if r[0].kind in sealed3_names]),
                         ("sealed-4", [r for r in rows if r[0].kind in sealed4_names]),
-                        ("sealed-5", [r for r in rows if r[0].kind in sealed5_names])):
+                        ("sealed-5", [r for r in rows if r[0].kind in sealed5_names]),
+                        ("sealed-6", [r for r in rows if r[0].kind in sealed6_names])):
         if not mine:
             continue
         n = len(mine)
