@@ -200,6 +200,32 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         add(0, None, f"{len(unreachable)} of {len(report.ranks)} ranks could not connect to the "
             "store it hosts (MASTER_ADDR/MASTER_PORT as they see it) while it could", 0.8,
             [fact.ev])
+    elif len(unreachable) >= 2 and set(unreachable) == set(report.ranks) and 0 in unreachable \
+            and not report.failures:
+        # every rank, rank 0 too, failed to connect as a client, and no torchrun agent (whose
+        # own store the workers would use) recorded anything: with env:// the process with
+        # RANK 0 starts the store (torch 2.13.0, torch/distributed/rendezvous.py
+        # _create_c10d_store: `start_daemon = rank == 0`), so none did: the process launched as
+        # rank 0 ran with another RANK, or every rank's MASTER_ADDR/MASTER_PORT points where no
+        # rank runs
+        fact = unreachable[0]
+        where = fact.fields.get("addr")
+        add(0, None, f"all {len(unreachable)} ranks, itself too, failed to connect to the store"
+            + (f" at {where}" if where else "") + ", which with env:// the process with RANK 0 "
+            "starts: either it ran with another RANK than 0 or MASTER_ADDR/MASTER_PORT point "
+            "where no rank runs", 0.75, [fact.ev])
+    # a rank other than 0 that tried to start the store and found its port taken ("The server
+    # socket has failed to listen on any local network address. port: {}, useIpv6: {}, code:
+    # {}, name: {}, message: {}", torch 2.13.0, c10d/socket.cpp, as libtorch_cpu.so holds it):
+    # with env:// only RANK 0 starts it (`start_daemon = rank == 0`, quoted above), so this
+    # process ran as RANK 0 beside the real rank 0, whose store holds the port
+    for e in report.exceptions:
+        if e.ev.rank and "server socket has failed to listen" in e.message \
+                and "EADDRINUSE" in e.message and len(report.ranks) >= 2:
+            add(e.ev.rank, e.ev.host, f"its launcher gives it rank {e.ev.rank}, yet it tried to "
+                "start the store, which with env:// only RANK 0 does, and found the port taken: "
+                "it ran as RANK 0 beside the real rank 0 (a duplicated rank)", 0.95, [e.ev])
+            break
     # the same from a node whose lines name local ranks only: the node is the suspect
     node_unreachable: dict[str, Fact] = {}
     for kind in ("socket_timeout", "store_connect", "store_resolve"):
@@ -1018,6 +1044,18 @@ _ZH_REASONS: ZhTable = tuple(
          lambda m: f"启动器给它的是 rank {m[1]}，它却在 store 中等待 rank {m[2]} 自己的地址（gloo "
                    f"的 key {m[3]}），而每个 rank 在等待之前都会先发布自己的地址：它用了与启动器"
                    "不同的 RANK 加入（rank 重复）"),
+        (r"^all (\d+) ranks, itself too, failed to connect to the store(?: at (.+?))?, which with "
+         r"env:// the process with RANK 0 starts: either it ran with another RANK than 0 or "
+         r"MASTER_ADDR/MASTER_PORT point where no rank runs$",
+         lambda m: f"全部 {m[1]} 个 rank（包括它自己）都无法连接 store" + (f"（{m[2]}）" if m[2]
+                   else "") + "，而在 env:// 下 store 由 RANK 0 的进程启动：要么它运行时的 "
+                   "RANK 不是 0，要么 MASTER_ADDR/MASTER_PORT 指向没有任何 rank 运行的地方"),
+        (r"^its launcher gives it rank (\d+), yet it tried to start the store, which with env:// "
+         r"only RANK 0 does, and found the port taken: it ran as RANK 0 beside the real rank 0 "
+         r"\(a duplicated rank\)$",
+         lambda m: f"启动器给它的是 rank {m[1]}，它却尝试启动 store（在 env:// 下只有 RANK 0 会"
+                   "这样做），并发现端口已被占用：它以 RANK 0 的身份运行，与真正的 rank 0 重复"
+                   "（rank 重复）"),
         (r"^node (\S+) or node (\S+): ranks (.+) \(all of \S+\) ran (.+) where ranks (.+) "
          r"\(all of \S+\) ran (.+): a setting that differs by node, and the mismatch cannot tell "
          r"which node's is the odd one$",

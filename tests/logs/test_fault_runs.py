@@ -568,3 +568,24 @@ def test_the_non_default_dtype_side_needs_fingerprints_that_differ_in_dtype_only
     assert non_default_side(fp.format("Float"), fp.format("Float")) is None
     other_shape = "OpType=ALLREDUCE, TensorShape=[512], TensorDtypes=Half"
     assert non_default_side(other_shape, fp.format("Float")) is None  # shape differs too
+
+
+def test_a_rank_other_than_0_that_tried_to_start_the_store_ran_as_rank_0() -> None:
+    # `dup_rank` on rank 3 of four (interleaved `srun -l` output, a development run of this
+    # round): rank 3 takes RANK 0, tries to start the env:// store and finds its port taken;
+    # the real rank 0 counts 3 of 4 clients, ranks 1 and 2 wait for key 0
+    _, d = _diagnose("slurm4-dup_rank-rank3")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 3
+    assert d.suspects[0].reason.startswith("its launcher gives it rank 3, yet it tried to start "
+                                           "the store")
+
+
+def test_when_every_rank_rank_0_too_fails_to_reach_the_store_rank_0_is_named() -> None:
+    # `dup_rank` on rank 0 of three (one file per rank): rank 0 takes RANK 1, so no process
+    # starts the env:// store and all three time out connecting to it
+    _, d = _diagnose("slurm3-files-dup_rank-rank0")
+    assert d.root_causes[0].category == "rendezvous_failure"
+    assert d.suspects[0].rank == 0
+    assert "either it ran with another RANK than 0 or MASTER_ADDR/MASTER_PORT" in \
+        d.suspects[0].reason
