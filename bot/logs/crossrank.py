@@ -115,6 +115,13 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if s is not None and not s.reason.startswith(reason):
             s.reason = "; ".join([reason, *(p for p in s.reason.split("; ") if p != reason)])
 
+    def prefer(first: object, other: object) -> None:
+        """Rank suspect `first` ahead of `other`."""
+        s1, s2 = suspects.get(first), suspects.get(other)
+        if s1 is not None and s2 is not None and s1.weight <= s2.weight:
+            s1.weight = min(1.0, s2.weight + 0.05)
+            s2.weight = min(s2.weight, s1.weight - 0.01)
+
     out.victims = victim_ranks(report, by_rank)
     out.killed_outside = killed_outside(report)
 
@@ -449,6 +456,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     lead(r, tie)
                     if nd is not None and r == (a, b)[nd]:
                         add(r, None, non_default_reason(said[r]), 0.7, [])
+                if nd is not None:  # ahead of what else was said of the other (torchrun's
+                    prefer((a, b)[nd], (b, a)[nd])  # first record: a DETAIL pair fails at once)
             elif len(rs1) == len(rs2) and (hosts := _node_split(report, rs1, rs2, world_now)):
                 # as many ranks on each side, each side exactly one node's ranks: a setting that
                 # differs by node (its environment, its image); nothing in the mismatch says
@@ -467,6 +476,8 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                     add(None, host, tie, 0.8, fp_ev[:2])
                     if nd is not None and host == h1:
                         add(None, host, non_default_reason(fp), 0.8, [])
+                if nd is not None:
+                    prefer(f"host:{h1}", f"host:{h2}")
 
     # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
     # configuration, not a peer.

@@ -488,7 +488,7 @@ def test_a_two_rank_fingerprint_tie_names_both_ranks_as_either() -> None:
     # first failure (rank 1) is no tie-breaker, so each suspect leads with both ranks
     _, d = _diagnose("torchrun2-detail-dtype-rank0")
     assert d.root_causes[0].category == "collective_mismatch"
-    assert sorted(s.rank for s in d.suspects[:2]) == [0, 1]
+    assert [s.rank for s in d.suspects[:2]] == [0, 1]  # Double is not torch's default dtype
     for s in d.suspects[:2]:
         assert s.reason.startswith("rank 0 or rank 1: rank 0 ran OpType=ALLREDUCE, "
                                    "TensorShape=[1024], TensorDtypes=Double where rank 1 ran")
@@ -589,3 +589,15 @@ def test_when_every_rank_rank_0_too_fails_to_reach_the_store_rank_0_is_named() -
     assert d.suspects[0].rank == 0
     assert "either it ran with another RANK than 0 or MASTER_ADDR/MASTER_PORT" in \
         d.suspects[0].reason
+
+
+def test_of_a_two_rank_dtype_tie_the_non_default_dtype_leads_over_torchruns_first_record() -> None:
+    # `precision_env` on rank 1 of two with DETAIL (a development run of this round): rank 1
+    # all_reduces Half, rank 0 Float; torchrun records rank 0 first (both fail at once). Both
+    # are named as either; rank 1's Half is not torch's default dtype, so it leads
+    report, d = _diagnose("torchrun2-detail-precision_env-rank1")
+    assert next(rec.rank for rec in report.failures if rec.root) == 0
+    assert [s.rank for s in d.suspects[:2]] == [1, 0]
+    assert d.suspects[0].reason.startswith("rank 0 or rank 1: rank 0 ran OpType=ALLREDUCE, "
+                                           "TensorShape=[1024], TensorDtypes=Float where rank 1")
+    assert "its dtype Half is not torch's default (float32)" in d.suspects[0].reason
