@@ -64,6 +64,8 @@ class _SourceState:
     frames: dict[int | None, str] = field(default_factory=dict)
     #: per rank, the innermost frame so far of the program's own code (`_own_code`)
     call_sites: dict[int | None, str] = field(default_factory=dict)
+    #: per rank, the torch.distributed function the program's own code last called
+    apis: dict[int | None, str] = field(default_factory=dict)
     in_summary: bool = False
     summary_root_seen: bool = False
     current: FailureRecord | None = None
@@ -480,6 +482,10 @@ def _h_comm_init(report: LogReport, st: _SourceState, fact: Fact, rank: int | No
 _LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<")
 
 
+#: the module of torch.distributed's public collectives
+_C10D_API = "torch/distributed/distributed_c10d.py"
+
+
 def _own_code(path: str) -> bool:
     """Whether a traceback frame's file is the program's own (not a package or the stdlib)."""
     return _LIBRARY.search(path) is None
@@ -492,11 +498,18 @@ def _h_frame(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) 
         # a traceback lists frames outermost first: the last of the program's own is where it
         # called the library
         st.call_sites[rank] = st.frames[rank]
+        st.apis.pop(rank, None)
+    elif str(f.get("file", "")).replace("\\", "/").endswith(_C10D_API):
+        # the public collectives live in torch/distributed/distributed_c10d.py (torch 2.13.0:
+        # `def all_gather_object(object_list, obj, group=None):`, which calls `all_gather`):
+        # the first frame there after the program's own is the call it made
+        st.apis.setdefault(rank, str(f.get("func", "")))
     return False
 
 
 def _h_traceback(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
     st.call_sites.pop(rank, None)  # a new traceback: the last one's frames are not its
+    st.apis.pop(rank, None)
 
 
 def _h_exception(report: LogReport, st: _SourceState, fact: Fact, rank: int | None) -> None:
@@ -505,7 +518,7 @@ def _h_exception(report: LogReport, st: _SourceState, fact: Fact, rank: int | No
         report.exceptions.append(
             ExceptionRecord(
                 f.get("type", ""), f.get("message", ""), fact.ev, st.frames.pop(rank, None),
-                st.call_sites.pop(rank, None),
+                st.call_sites.pop(rank, None), st.apis.pop(rank, None),
             )
         )
 

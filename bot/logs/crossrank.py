@@ -115,6 +115,13 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         if s is not None and not s.reason.startswith(reason):
             s.reason = "; ".join([reason, *(p for p in s.reason.split("; ") if p != reason)])
 
+    def prefer(first: object, other: object) -> None:
+        """Rank suspect `first` ahead of `other`."""
+        s1, s2 = suspects.get(first), suspects.get(other)
+        if s1 is not None and s2 is not None and s1.weight <= s2.weight:
+            s1.weight = min(1.0, s2.weight + 0.05)
+            s2.weight = min(s2.weight, s1.weight - 0.01)
+
     out.victims = victim_ranks(report, by_rank)
     out.killed_outside = killed_outside(report)
 
@@ -200,6 +207,32 @@ def analyze_ranks(report: LogReport) -> CrossRank:
         add(0, None, f"{len(unreachable)} of {len(report.ranks)} ranks could not connect to the "
             "store it hosts (MASTER_ADDR/MASTER_PORT as they see it) while it could", 0.8,
             [fact.ev])
+    elif len(unreachable) >= 2 and set(unreachable) == set(report.ranks) and 0 in unreachable \
+            and not report.failures:
+        # every rank, rank 0 too, failed to connect as a client, and no torchrun agent (whose
+        # own store the workers would use) recorded anything: with env:// the process with
+        # RANK 0 starts the store (torch 2.13.0, torch/distributed/rendezvous.py
+        # _create_c10d_store: `start_daemon = rank == 0`), so none did: the process launched as
+        # rank 0 ran with another RANK, or every rank's MASTER_ADDR/MASTER_PORT points where no
+        # rank runs
+        fact = unreachable[0]
+        where = fact.fields.get("addr")
+        add(0, None, f"all {len(unreachable)} ranks, itself too, failed to connect to the store"
+            + (f" at {where}" if where else "") + ", which with env:// the process with RANK 0 "
+            "starts: either it ran with another RANK than 0 or MASTER_ADDR/MASTER_PORT point "
+            "where no rank runs", 0.75, [fact.ev])
+    # a rank other than 0 that tried to start the store and found its port taken ("The server
+    # socket has failed to listen on any local network address. port: {}, useIpv6: {}, code:
+    # {}, name: {}, message: {}", torch 2.13.0, c10d/socket.cpp, as libtorch_cpu.so holds it):
+    # with env:// only RANK 0 starts it (`start_daemon = rank == 0`, quoted above), so this
+    # process ran as RANK 0 beside the real rank 0, whose store holds the port
+    for e in report.exceptions:
+        if e.ev.rank and "server socket has failed to listen" in e.message \
+                and "EADDRINUSE" in e.message and len(report.ranks) >= 2:
+            add(e.ev.rank, e.ev.host, f"its launcher gives it rank {e.ev.rank}, yet it tried to "
+                "start the store, which with env:// only RANK 0 does, and found the port taken: "
+                "it ran as RANK 0 beside the real rank 0 (a duplicated rank)", 0.95, [e.ev])
+            break
     # the same from a node whose lines name local ranks only: the node is the suspect
     node_unreachable: dict[str, Fact] = {}
     for kind in ("socket_timeout", "store_connect", "store_resolve"):
@@ -265,6 +298,21 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                 f"ranks while the {joined} ranks that left lines all joined: either its "
                 f"WORLD_SIZE is larger than the others' or rank {joined} never started", 0.6,
                 [fact.ev])
+    # A rank waiting for its own key: gloo publishes a rank's address under its own rank
+    # before it waits for every rank's in order (pytorch/gloo 70dc360, gloo/transport/tcp/
+    # context.cc `Context::createAndConnectAllPairs`: `store->set(std::to_string(rank),
+    # currentRankInfo.bytes());`, then `store->wait_get(keyStr, getTimeout())` for keys 0 to
+    # size - 1), so a process its launcher (torchrun's record, its rank file) calls rank k that
+    # still waits for key k published its address under another rank: its RANK is not the one
+    # its launcher gave it (a duplicated rank: RANK from LOCAL_RANK, a neighbour's RANK). The
+    # others wait for the same key as a consequence.
+    for fact in report.facts.get("store_wait", []):
+        own_key: int | None = fact.fields.get("key_rank")
+        if own_key is not None and own_key == fact.ev.rank:
+            add(own_key, fact.ev.host, f"its launcher gives it rank {own_key}, yet it waited for "
+                f"rank {own_key}'s own address in the store (gloo's key "
+                f"{fact.fields.get('key')!r}), which a rank publishes before it waits: it joined "
+                "under another RANK than its launcher's (a duplicated rank)", 0.95, [fact.ev])
     exact_world = logdir_world(report)
     for key_rank, facts in sorted(waiters.items()):
         if key_rank in waiting_for_others:
@@ -395,15 +443,41 @@ def analyze_ranks(report: LogReport) -> CrossRank:
                         f"ranks ran {other}: {BOOKKEEPING}", 0.85, fp_ev[:2])
             elif len(rs1) == len(rs2) == 1:
                 # two ranks, two collectives, neither a barrier nor a metric: either may be the
-                # one off the common path; both are named, each saying so
+                # one off the common path; both are named, each saying so (the one whose dtype
+                # is not torch's default first, `non_default_side`)
                 a, b = sorted((rs1[0], rs2[0]))
                 said = {rs1[0]: fp1, rs2[0]: fp2}
                 tie = (f"rank {a} or rank {b}: rank {a} ran {said[a]} where rank {b} ran "
                        f"{said[b]}, and with two ranks the logs cannot tell which one's "
                        "collective is the odd one")
-                for r in (a, b):
+                nd = non_default_side(said[a], said[b])
+                for r in ((b, a) if nd == 1 else (a, b)):
                     add(r, None, tie, 0.7, fp_ev[:2])
                     lead(r, tie)
+                    if nd is not None and r == (a, b)[nd]:
+                        add(r, None, non_default_reason(said[r]), 0.7, [])
+                if nd is not None:  # ahead of what else was said of the other (torchrun's
+                    prefer((a, b)[nd], (b, a)[nd])  # first record: a DETAIL pair fails at once)
+            elif len(rs1) == len(rs2) and (hosts := _node_split(report, rs1, rs2, world_now)):
+                # as many ranks on each side, each side exactly one node's ranks: a setting that
+                # differs by node (its environment, its image); nothing in the mismatch says
+                # which node's is the odd one, so both nodes are named, the one whose dtype is
+                # not torch's default first
+                nd = non_default_side(fp1, fp2)
+                sides = [(hosts[0], rs1, fp1), (hosts[1], rs2, fp2)]
+                if nd == 1:
+                    sides.reverse()
+                (h1, r1, f1), (h2, r2, f2) = sides
+                tie = (f"node {h1} or node {h2}: ranks {_ranges(r1)} (all of {h1}) ran {f1} "
+                       f"where ranks {_ranges(r2)} (all of {h2}) ran {f2}: a setting that "
+                       "differs by node, and the mismatch cannot tell which node's is the "
+                       "odd one")
+                for host, _rs, fp in sides:
+                    add(None, host, tie, 0.8, fp_ev[:2])
+                    if nd is not None and host == h1:
+                        add(None, host, non_default_reason(fp), 0.8, [])
+                if nd is not None:
+                    prefer(f"host:{h1}", f"host:{h2}")
 
     # 2f. A rank that cannot use its network interface (gloo's device set-up): its own
     # configuration, not a peer.
@@ -499,7 +573,10 @@ def analyze_ranks(report: LogReport) -> CrossRank:
             continue
         if erank is not None and e.frame and " in " in e.frame and is_comm_exception(e.type,
                                                                                 e.message):
-            in_call.setdefault(erank, e.frame.rsplit(" in ", 1)[1])
+            # the object collective the program called (all_gather_object) rather than the
+            # tensor collective it runs inside (all_gather)
+            in_call.setdefault(erank, e.api if e.api in OBJECT_COLLECTIVES
+                               else e.frame.rsplit(" in ", 1)[1])
             call_ev.setdefault(erank, e.ev)
     calls: dict[str, list[int]] = defaultdict(list)
     for crank, cname in sorted(in_call.items()):
@@ -625,12 +702,59 @@ BOOKKEEPING = ("a rank off the training step's path (a rank-only branch, fewer b
                "in the step's collective")
 
 
+#: torch.distributed's object collectives (torch 2.13.0, torch/distributed/distributed_c10d.py:
+#: `def all_gather_object(object_list, obj, group=None):`, `def gather_object(`, `def
+#: broadcast_object_list(`, `def scatter_object_list(`, `def send_object_list(`, `def
+#: recv_object_list(`): pickled Python objects (metrics, configs, file lists), never a training
+#: step's gradients
+OBJECT_COLLECTIVES = frozenset({"all_gather_object", "gather_object", "broadcast_object_list",
+                                "scatter_object_list", "send_object_list", "recv_object_list"})
+
+
 def _bookkeeping(what: str) -> bool:
-    """A barrier or a one-element collective (a metric, a flag): a DETAIL fingerprint
-    ("OpType=BARRIER", "TensorShape=[1]") or the call a rank waited in ("barrier")."""
+    """A barrier, a one-element collective (a metric, a flag) or an object collective: a
+    DETAIL fingerprint ("OpType=BARRIER", "TensorShape=[1]") or the call a rank waited in
+    ("barrier", "all_gather_object")."""
     text = what.replace(" ", "")
     return "BARRIER" in text or "TensorShape=[1]," in text + "," or what == "barrier" \
-        or "TensorShape=[]," in text + ","
+        or "TensorShape=[]," in text + "," or what in OBJECT_COLLECTIVES
+
+
+#: torch's default floating dtype (`torch.get_default_dtype()` is torch.float32 unless the
+#: program sets another); DETAIL prints it as "TensorDtypes=Float" (c10's ScalarType name)
+_DEFAULT_DTYPE = "Float"
+_DTYPES = re.compile(r"TensorDtypes=(\w+)")
+
+
+def non_default_side(a: str, b: str) -> int | None:
+    """Of two DETAIL fingerprints that differ in their tensors' dtype only where one is torch's
+    default (float32, "Float"), the side (0 or 1) whose dtype is not: a cast or a precision
+    setting (fp16, bf16, fp64) made there, where the default needs none. None otherwise."""
+    da, db = _DTYPES.search(a), _DTYPES.search(b)
+    if da is None or db is None or da[1] == db[1] or _DTYPES.sub("", a) != _DTYPES.sub("", b):
+        return None
+    if db[1] == _DEFAULT_DTYPE:
+        return 0
+    return 1 if da[1] == _DEFAULT_DTYPE else None
+
+
+def non_default_reason(fp: str) -> str:
+    """Why the side `non_default_side` picked is named first."""
+    m = _DTYPES.search(fp)
+    return (f"its dtype {m[1] if m else '?'} is not torch's default (float32): a cast or a "
+            "precision setting made there, so it is named first")
+
+
+def _node_split(report: LogReport, a: list[int], b: list[int],
+                world: int) -> tuple[str, str] | None:
+    """The two nodes when ranks `a` are exactly one node's and `b` exactly another's."""
+    ha = {report.ranks[r].host for r in a if r in report.ranks}
+    hb = {report.ranks[r].host for r in b if r in report.ranks}
+    if len(ha) != 1 or len(hb) != 1 or ha == hb or None in ha | hb:
+        return None
+    if not (_whole_node(report, set(a), world) and _whole_node(report, set(b), world)):
+        return None
+    return str(ha.pop()), str(hb.pop())
 
 
 def bookkeeping_side(a: str, b: str) -> int | None:
@@ -925,6 +1049,34 @@ _ZH_REASONS: ZhTable = tuple(
          lambda m: f"rank {m[1]} 或 rank {m[2]}：gloo 中止了 rank {m[3]}，它从 rank {m[5]} 收到 "
                    f"{m[4]} 字节，而它自己的张量只有 {m[6]} 字节；日志无法判断是 rank {m[7]} 的"
                    f"张量更小，还是 rank {m[8]} 的更大（形状或 dtype 不同）"),
+        (r"^its launcher gives it rank (\d+), yet it waited for rank (\d+)'s own address in the "
+         r"store \(gloo's key (.+)\), which a rank publishes before it waits: it joined under "
+         r"another RANK than its launcher's \(a duplicated rank\)$",
+         lambda m: f"启动器给它的是 rank {m[1]}，它却在 store 中等待 rank {m[2]} 自己的地址（gloo "
+                   f"的 key {m[3]}），而每个 rank 在等待之前都会先发布自己的地址：它用了与启动器"
+                   "不同的 RANK 加入（rank 重复）"),
+        (r"^all (\d+) ranks, itself too, failed to connect to the store(?: at (.+?))?, which with "
+         r"env:// the process with RANK 0 starts: either it ran with another RANK than 0 or "
+         r"MASTER_ADDR/MASTER_PORT point where no rank runs$",
+         lambda m: f"全部 {m[1]} 个 rank（包括它自己）都无法连接 store" + (f"（{m[2]}）" if m[2]
+                   else "") + "，而在 env:// 下 store 由 RANK 0 的进程启动：要么它运行时的 "
+                   "RANK 不是 0，要么 MASTER_ADDR/MASTER_PORT 指向没有任何 rank 运行的地方"),
+        (r"^its launcher gives it rank (\d+), yet it tried to start the store, which with env:// "
+         r"only RANK 0 does, and found the port taken: it ran as RANK 0 beside the real rank 0 "
+         r"\(a duplicated rank\)$",
+         lambda m: f"启动器给它的是 rank {m[1]}，它却尝试启动 store（在 env:// 下只有 RANK 0 会"
+                   "这样做），并发现端口已被占用：它以 RANK 0 的身份运行，与真正的 rank 0 重复"
+                   "（rank 重复）"),
+        (r"^node (\S+) or node (\S+): ranks (.+) \(all of \S+\) ran (.+) where ranks (.+) "
+         r"\(all of \S+\) ran (.+): a setting that differs by node, and the mismatch cannot tell "
+         r"which node's is the odd one$",
+         lambda m: f"节点 {m[1]} 或节点 {m[2]}：rank {m[3]}（{m[1]} 上的全部 rank）执行了 {m[4]}，"
+                   f"而 rank {m[5]}（{m[2]} 上的全部 rank）执行的是 {m[6]}：这是按节点不同的"
+                   "设置，集合通信不一致本身无法判断哪个节点的设置是异常的"),
+        (r"^its dtype (\S+) is not torch's default \(float32\): a cast or a precision setting "
+         r"made there, so it is named first$",
+         lambda m: f"它的 dtype {m[1]} 不是 torch 的默认值（float32）：那里做了类型转换或设置了"
+                   "精度，因此先列出它"),
         (r"^rank (\d+) or rank (\d+): rank (\d+) ran (.+) where rank (\d+) ran (.+), and with two "
          r"ranks the logs cannot tell which one's collective is the odd one$",
          lambda m: f"rank {m[1]} 或 rank {m[2]}：rank {m[3]} 执行了 {m[4]}，而 rank {m[5]} "

@@ -94,6 +94,10 @@ class ExceptionRecord:
     #: the innermost frame of the program's own code (not an installed package's nor the
     #: standard library's), "file:line in func": where the program called into the library
     call_site: str | None = None
+    #: the torch.distributed function that code called (the first frame after it in
+    #: torch/distributed/distributed_c10d.py): "all_gather_object" where the innermost frame
+    #: is the "all_gather" it calls
+    api: str | None = None
 
 
 @dataclass(slots=True)
