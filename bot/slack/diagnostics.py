@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from slack_bolt import Respond
@@ -76,12 +77,20 @@ class Diagnostics:
         if not d.limits.claim_node(node):
             return refuse("busy", f":hourglass: A diagnostic is already running on `{node}`; "
                           "wait for its result.")
+        released = False
+
+        def release() -> None:  # once: a second release could free someone else's claim
+            nonlocal released
+            if not released:
+                released = True
+                d.limits.release_node(node)
+
         try:
             d.store.audit(user, channel, node, tool, preset, "started")
             outcome, where, files = self._run(client, user, channel, thread_ts, node, tool,
-                                              preset, params)
+                                              preset, params, release)
         finally:
-            d.limits.release_node(node)
+            release()
         for f in files:  # the chart and the raw result, in the thread beside the verdict
             try:
                 client.files_upload_v2(channel=where[0], thread_ts=where[1], content=f.content,
@@ -91,10 +100,13 @@ class Diagnostics:
         return outcome
 
     def _run(self, client: WebClient, user: str, channel: str, thread_ts: str | None,
-             node: str, tool: str, preset: str | None, params: dict[str, Any]
+             node: str, tool: str, preset: str | None, params: dict[str, Any],
+             release: Callable[[], None]
              ) -> tuple[str, tuple[str, str], list[message.Attachment]]:
         """Run and post the verdict; returns the outcome, where it was posted (channel,
-        thread) and the files to attach there."""
+        thread) and the files to attach there. `release` frees the node as soon as the tool
+        has returned, before the verdict is posted: whoever acts on the verdict (a button
+        under it) finds the node free."""
         d = self.deps
         what = f"{tool} {preset}" if preset else tool
         status = StatusMessage(client, channel, thread_ts,
@@ -114,6 +126,7 @@ class Diagnostics:
         except Exception as exc:
             log.exception("node diagnostic failed")
             result = ToolResult.failed(tool, "", f"unexpected failure: {exc}")
+        release()
         outcome = result.status
         d.store.audit(user, channel, node, tool, preset, outcome, result.error or "")
         rendered, files = message.diagnostic_message(node, tool, result)
