@@ -46,19 +46,20 @@ def test_the_kinds_are_many_and_name_real_categories() -> None:
         assert k.right and all(f"id: {c}" in taxonomy for c in k.right), k.name
 
 
-def test_the_fifth_sealed_plan_is_the_documents_and_well_formed() -> None:
-    """SEALED5_PLAN is exactly SEALED-5.md's table: new kinds, real categories, valid ranks,
-    node-wide runs at a node's first rank, every multi-node run on a non-zero node."""
+def _sealed_plan_is_its_document(n: int, earlier: tuple[str, ...]) -> list[tuple]:
+    """SEALED{n}_PLAN is exactly SEALED-{n}.md's table: new kinds (none of `earlier`'s), real
+    categories, valid ranks, node-wide runs at a node's first rank, every multi-node run on a
+    non-zero node. Returns the plan."""
     kinds = _module("kinds")
     shapes = _module("shapes")
-    plan = _module("scorecard").SEALED5_PLAN
+    sealed = getattr(kinds, f"SEALED{n}")
+    plan: list[tuple] = getattr(_module("scorecard"), f"SEALED{n}_PLAN")
     taxonomy = (ROOT / "knowledge" / "taxonomy.yaml").read_text()
-    earlier = {k.name for k in (*kinds.DEV, *kinds.SEALED, *kinds.SEALED2, *kinds.SEALED3,
-                                *kinds.SEALED4)}
-    assert len(kinds.SEALED5) >= 6 and not {k.name for k in kinds.SEALED5} & earlier
-    for k in kinds.SEALED5:
+    before = {k.name for group in earlier for k in getattr(kinds, group)}
+    assert len(sealed) >= 6 and not {k.name for k in sealed} & before
+    for k in sealed:
         assert k.right and all(f"id: {c}" in taxonomy for c in k.right), k.name
-    doc = (FAULTS / "SEALED-5.md").read_text()
+    doc = (FAULTS / f"SEALED-{n}.md").read_text()
     cell = re.compile(r"`([\w-]+)` (?:rank (\d+)(?: \(node \d+\))?|node (\d+))(?:, step (\d))?")
     documented = []
     for line in doc.splitlines():
@@ -72,8 +73,8 @@ def test_the_fifth_sealed_plan_is_the_documents_and_well_formed() -> None:
             rank = int(m.group(2)) if m.group(2) else int(m.group(3)) * shape.per_node
             documented.append((row.group(1), shape.name, rank, int(m.group(4) or 0),
                                m.group(3) is not None))
-    assert sorted(documented) == sorted(plan) and len(plan) == 3 * len(kinds.SEALED5)
-    assert {kind for kind, *_ in plan} == {k.name for k in kinds.SEALED5}
+    assert sorted(documented) == sorted(plan) and len(plan) == 3 * len(sealed)
+    assert {kind for kind, *_ in plan} == {k.name for k in sealed}
     assert {shape for _, shape, *_ in plan} == {s.name for s in shapes.SHAPES}
     for kind, name, rank, step, node_wide in plan:
         shape = shapes.BY_NAME[name]
@@ -84,51 +85,27 @@ def test_the_fifth_sealed_plan_is_the_documents_and_well_formed() -> None:
             k = kinds.BY_NAME[kind]
             assert (k.node_wide or k.at_start) and shape.nodes > 1, (kind, name)
             assert rank % shape.per_node == 0, (kind, name)
+    return plan
+
+
+def test_the_fifth_sealed_plan_is_the_documents_and_well_formed() -> None:
+    """SEALED5_PLAN is exactly SEALED-5.md's table (`_sealed_plan_is_its_document`)."""
+    _sealed_plan_is_its_document(5, ("DEV", "SEALED", "SEALED2", "SEALED3", "SEALED4"))
 
 
 def test_the_sixth_sealed_plan_is_the_documents_and_well_formed() -> None:
-    """SEALED6_PLAN is exactly SEALED-6.md's table: new kinds, real categories, valid ranks,
-    node-wide runs at a node's first rank, every multi-node run on a non-zero node, and no DDP
-    kind on a DETAIL shape (where constructing DDP segfaults with no fault)."""
-    kinds = _module("kinds")
+    """SEALED6_PLAN is exactly SEALED-6.md's table (`_sealed_plan_is_its_document`), with at
+    least 8 multi-node runs and no DDP kind on a DETAIL shape (where constructing DDP
+    segfaults with no fault)."""
     shapes = _module("shapes")
-    plan = _module("scorecard").SEALED6_PLAN
-    taxonomy = (ROOT / "knowledge" / "taxonomy.yaml").read_text()
-    earlier = {k.name for k in (*kinds.DEV, *kinds.SEALED, *kinds.SEALED2, *kinds.SEALED3,
-                                *kinds.SEALED4, *kinds.SEALED5)}
-    assert len(kinds.SEALED6) >= 6 and not {k.name for k in kinds.SEALED6} & earlier
-    for k in kinds.SEALED6:
-        assert k.right and all(f"id: {c}" in taxonomy for c in k.right), k.name
-    doc = (FAULTS / "SEALED-6.md").read_text()
-    cell = re.compile(r"`([\w-]+)` (?:rank (\d+)(?: \(node \d+\))?|node (\d+))(?:, step (\d))?")
-    documented = []
-    for line in doc.splitlines():
-        row = re.match(r"\| `(\w+)` \|((?: [^|]+ \|){3})$", line)
-        if row is None:
-            continue
-        for text in row.group(2).split("|")[:3]:
-            m = cell.search(text)
-            assert m is not None, text
-            shape = shapes.BY_NAME[m.group(1)]
-            rank = int(m.group(2)) if m.group(2) else int(m.group(3)) * shape.per_node
-            documented.append((row.group(1), shape.name, rank, int(m.group(4) or 0),
-                               m.group(3) is not None))
-    assert sorted(documented) == sorted(plan) and len(plan) == 3 * len(kinds.SEALED6)
-    assert {kind for kind, *_ in plan} == {k.name for k in kinds.SEALED6}
-    assert {shape for _, shape, *_ in plan} == {s.name for s in shapes.SHAPES}
+    plan = _sealed_plan_is_its_document(
+        6, ("DEV", "SEALED", "SEALED2", "SEALED3", "SEALED4", "SEALED5"))
     multinode = [(kind, name) for kind, name, *_ in plan if shapes.BY_NAME[name].nodes > 1]
     assert len(multinode) >= 8, multinode
-    for kind, name, rank, step, node_wide in plan:
-        shape = shapes.BY_NAME[name]
-        assert 0 <= rank < shape.world and step in (0, 4), (kind, name)
-        if shape.nodes > 1:
-            assert shape.node_of(rank) > 0, (kind, name)  # the fault is on a non-zero node
-        if node_wide:
-            k = kinds.BY_NAME[kind]
-            assert (k.node_wide or k.at_start) and shape.nodes > 1, (kind, name)
-            assert rank % shape.per_node == 0, (kind, name)
+    for kind, name, *_ in plan:
         if kind == "unused_param":
-            assert not shape.detail, name
+            assert not shapes.BY_NAME[name].detail, name
+
 
 def test_every_shape_and_kind_is_planned_with_faults_on_every_position() -> None:
     sc = _module("scorecard")
