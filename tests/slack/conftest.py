@@ -237,6 +237,25 @@ def http_app(settings: Settings) -> Iterator[Poster]:
         yield poster
 
 
+def hang_answer(notes: tuple[str, ...] = (), ras_note: str | None = None) -> dict[str, Any]:
+    """What a node's agent answers for `hang` (a ToolResult, as JSON over HTTP): four ranks,
+    rank 1 in its own code, the others in all_reduce, and the node's `notes` / `ras_note`."""
+    from tools.hang.model import Frame, HangSample, RankSample, ThreadStack
+    from tools.result import ToolResult
+
+    def rank(r: int) -> RankSample:
+        top = (Frame(function="load_shard", file="/job/train.py", line=40) if r == 1 else
+               Frame(function="all_reduce",
+                     file="/usr/lib/python3/torch/distributed/distributed_c10d.py", line=2501))
+        return RankSample(pid=1000 + r, rank=r, local_rank=r, world_size=4, job="j1",
+                          threads=[ThreadStack(name="MainThread", frames=[top])])
+
+    sample = HangSample(host="gpu-node07", ranks=[rank(r) for r in range(4)], notes=list(notes),
+                        ras_note=ras_note)
+    return ToolResult(tool="hang", status="success", data=sample.model_dump(mode="json"),
+                      invocation="hang").model_dump(mode="json")
+
+
 def block_text(blocks: list[dict[str, Any]] | None) -> str:
     """All the text of a message's blocks, for assertions."""
     return json.dumps(blocks or [], ensure_ascii=False)

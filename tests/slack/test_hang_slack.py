@@ -11,7 +11,7 @@ import pytest
 
 from bot.slack.message import message_text
 from tests.hang.jobs import hung_job, need_py_spy
-from tests.slack.conftest import ONCALL, Poster, block_text, serving
+from tests.slack.conftest import ONCALL, Poster, block_text, hang_answer, serving
 from tests.slack.fake_slack import FakeSlack
 
 
@@ -53,24 +53,6 @@ def test_hang_posts_the_verdict_for_on_call_people(slack: FakeSlack, probe_app: 
     assert any(r.get("path") == "/v1/hang" and r.get("user") == "slack:UBOB" for r in records)
 
 
-def _sample() -> dict[str, Any]:
-    """What a node's agent answers for `hang` (a ToolResult): four ranks, rank 1 in its own
-    code, the others in all_reduce."""
-    from tools.hang.model import Frame, HangSample, RankSample, ThreadStack
-    from tools.result import ToolResult
-
-    def rank(r: int) -> RankSample:
-        top = (Frame(function="load_shard", file="/job/train.py", line=40) if r == 1 else
-               Frame(function="all_reduce",
-                     file="/usr/lib/python3/torch/distributed/distributed_c10d.py", line=2501))
-        return RankSample(pid=1000 + r, rank=r, local_rank=r, world_size=4, job="j1",
-                          threads=[ThreadStack(name="MainThread", frames=[top])])
-
-    sample = HangSample(host="gpu-node07", ranks=[rank(r) for r in range(4)])
-    return ToolResult(tool="hang", status="success", data=sample.model_dump(mode="json"),
-                      invocation="hang").model_dump(mode="json")
-
-
 @pytest.mark.parametrize("fault", [None, "a fault in the triangulation"])
 def test_the_audit_says_how_the_hang_answer_ended(slack: FakeSlack, make_app: Any,
                                                   monkeypatch: pytest.MonkeyPatch,
@@ -86,7 +68,7 @@ def test_the_audit_says_how_the_hang_answer_ended(slack: FakeSlack, make_app: An
         monkeypatch.setattr("bot.diagnosis.hang.triangulate", broken)
 
     def tweak(deps: Any) -> None:  # the agent's answer, as it comes over HTTP
-        deps.run_node = lambda node, tool, params, who: _sample()
+        deps.run_node = lambda node, tool, params, who: hang_answer()
 
     app, deps = make_app(http=True, tweak=tweak)
     with serving(app, deps.settings) as poster:

@@ -7,40 +7,21 @@ from typing import Any
 
 from bot.render.lang import latin_prose
 from bot.slack.message import message_text
-from tests.slack.conftest import ONCALL, block_text, click, serving
+from tests.slack.conftest import ONCALL, block_text, click, hang_answer, serving
 from tests.slack.fake_slack import FakeSlack
 
 #: what a node's collector writes (tools/hang/procs.py, collect.py, ras.py, nvml.py)
-NOTES = ["pid 1: not a rank of a distributed job (no RANK and LOCAL_RANK in its environment), "
-         "or gone; skipped"]
+NOTES = ("pid 1: not a rank of a distributed job (no RANK and LOCAL_RANK in its environment), "
+         "or gone; skipped",)
 RAS = ("NCCL RAS: NCCL RAS not listening on localhost:28028; RAS needs NCCL >= 2.24 and "
        "NCCL_RAS_ENABLE not 0, and listens where NCCL_RAS_ADDR says (localhost:28028 by "
        "default, on a node running the job)")
 
 
-def _sample() -> dict[str, Any]:
-    """A node agent's `hang` answer: rank 1 in its own code, the others in all_reduce, and
-    the node's notes."""
-    from tools.hang.model import Frame, HangSample, RankSample, ThreadStack
-    from tools.result import ToolResult
-
-    def rank(r: int) -> RankSample:
-        top = (Frame(function="load_shard", file="/job/train.py", line=40) if r == 1 else
-               Frame(function="all_reduce",
-                     file="/usr/lib/python3/torch/distributed/distributed_c10d.py", line=2501))
-        return RankSample(pid=1000 + r, rank=r, local_rank=r, world_size=4, job="j1",
-                          threads=[ThreadStack(name="MainThread", frames=[top])])
-
-    sample = HangSample(host="gpu-node07", ranks=[rank(r) for r in range(4)], notes=NOTES,
-                        ras_note=RAS)
-    return ToolResult(tool="hang", status="success", data=sample.model_dump(mode="json"),
-                      invocation="hang").model_dump(mode="json")
-
-
 def test_a_chinese_reader_gets_the_node_s_notes_in_chinese(slack: FakeSlack,
                                                           make_app: Any) -> None:
     def tweak(deps: Any) -> None:  # the agent's answer, as it comes over HTTP
-        deps.run_node = lambda node, tool, params, who: _sample()
+        deps.run_node = lambda node, tool, params, who: hang_answer(NOTES, RAS)
 
     app, deps = make_app(http=True, tweak=tweak)
     with serving(app, deps.settings) as poster:
@@ -63,7 +44,7 @@ def test_why_is_it_stuck_in_a_chinese_thread_answers_in_chinese(slack: FakeSlack
     from bot.slack.payloads import RunButton
 
     def tweak(deps: Any) -> None:
-        deps.run_node = lambda node, tool, params, who: _sample()
+        deps.run_node = lambda node, tool, params, who: hang_answer(NOTES, RAS)
 
     app, deps = make_app(http=True, tweak=tweak)
     with serving(app, deps.settings) as poster:
