@@ -34,6 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -174,6 +175,31 @@ SEALED6_PLAN: tuple[tuple[str, str, int, int, bool], ...] = (
 )
 
 
+class SealedSet(NamedTuple):
+    """A sealed set: its flag, the label its figures are printed under, its kinds, and its
+    fixed plan (None: chosen like development's, from its kinds)."""
+    flag: str
+    label: str
+    kinds: tuple[Kind, ...]
+    plan: tuple[tuple[str, str, int, int, bool], ...] | None
+    help: str
+
+
+SEALED_SETS: tuple[SealedSet, ...] = (
+    SealedSet("sealed", "sealed", tuple(SEALED), None, "run the sealed kinds (SEALED.md)"),
+    SealedSet("sealed2", "sealed-2", tuple(SEALED2), None,
+              "run the second sealed set (SEALED-2.md)"),
+    SealedSet("sealed3", "sealed-3", tuple(SEALED3), SEALED3_PLAN,
+              "run the third sealed set (SEALED-3.md) on its fixed plan"),
+    SealedSet("sealed4", "sealed-4", tuple(SEALED4), SEALED4_PLAN,
+              "run the fourth sealed set (SEALED-4.md) on its fixed plan"),
+    SealedSet("sealed5", "sealed-5", tuple(SEALED5), SEALED5_PLAN,
+              "run the fifth sealed set (SEALED-5.md) on its fixed plan"),
+    SealedSet("sealed6", "sealed-6", tuple(SEALED6), SEALED6_PLAN,
+              "run the sixth sealed set (SEALED-6.md) on its fixed plan"),
+)
+
+
 def plans(shapes: list[Shape], kinds: list[Kind], all_positions: bool, full: bool,
           offset: int = 0) -> list[Plan]:
     """Without `full`, each kind runs on three shapes (rotating), each shape with ~8 kinds;
@@ -218,17 +244,8 @@ def judge(where: Path, plan: Plan) -> dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sealed", action="store_true", help="run the sealed kinds (SEALED.md)")
-    ap.add_argument("--sealed2", action="store_true",
-                    help="run the second sealed set (SEALED-2.md)")
-    ap.add_argument("--sealed3", action="store_true",
-                    help="run the third sealed set (SEALED-3.md) on its fixed plan")
-    ap.add_argument("--sealed4", action="store_true",
-                    help="run the fourth sealed set (SEALED-4.md) on its fixed plan")
-    ap.add_argument("--sealed5", action="store_true",
-                    help="run the fifth sealed set (SEALED-5.md) on its fixed plan")
-    ap.add_argument("--sealed6", action="store_true",
-                    help="run the sixth sealed set (SEALED-6.md) on its fixed plan")
+    for sealed_set in SEALED_SETS:
+        ap.add_argument(f"--{sealed_set.flag}", action="store_true", help=sealed_set.help)
     ap.add_argument("--kinds", nargs="*")
     ap.add_argument("--shapes", nargs="*", choices=sorted(SHAPES))
     ap.add_argument("--all-positions", action="store_true")
@@ -250,8 +267,10 @@ def main() -> None:
         todo = [(pl, p) for pl, p in todo if (not args.kinds or pl.kind in args.kinds)
                 and (not args.shapes or pl.shape in args.shapes)]
     else:
+        asked = [x for x in SEALED_SETS if getattr(args, x.flag)]
+        unplanned = [x.kinds for x in asked if x.plan is None]  # the later set wins
         kinds = [KINDS[k] for k in args.kinds] if args.kinds else list(
-            SEALED2 if args.sealed2 else SEALED if args.sealed else DEV)
+            unplanned[-1] if unplanned else DEV)
         shapes = [SHAPES[s] for s in args.shapes] if args.shapes else list(ALL_SHAPES)
         if not shutil.which("accelerate", path=str(Path(sys.executable).parent)):
             print("accelerate is not installed (pip install 'ncclbot[faults]'): its shape is "
@@ -259,20 +278,15 @@ def main() -> None:
             shapes = [s for s in shapes if s.launcher != "accelerate"]
         base = args.keep or Path(tempfile.mkdtemp(prefix="ncclbot-faults-"))
         base.mkdir(parents=True, exist_ok=True)
-        fixed = SEALED6_PLAN if args.sealed6 else SEALED5_PLAN if args.sealed5 else SEALED4_PLAN if args.sealed4 else \
-            SEALED3_PLAN if args.sealed3 else None
+        planned = [x.plan for x in asked if x.plan is not None]
+        fixed = planned[-1] if planned else None  # the later set wins
         chosen = [Plan(shape, kind, rank, step, node) for kind, shape, rank, step, node
                   in fixed if shape in {s.name for s in shapes}
                   and (not args.kinds or kind in args.kinds)] if fixed else \
             plans(shapes, kinds, args.all_positions, args.full, args.offset)
         todo = [(pl, base / pl.slug) for pl in chosen]
     where_of = {pl.slug: w for pl, w in todo}
-    sealed_names = {k.name for k in SEALED}
-    sealed2_names = {k.name for k in SEALED2}
-    sealed3_names = {k.name for k in SEALED3}
-    sealed4_names = {k.name for k in SEALED4}
-    sealed5_names = {k.name for k in SEALED5}
-    sealed6_names = {k.name for k in SEALED6}
+    names = {x.label: {k.name for k in x.kinds} for x in SEALED_SETS}
     rows = []
     t0 = time.monotonic()
     for plan, where in todo:
@@ -293,16 +307,11 @@ def main() -> None:
               f"culprit {'ok' if verdict['culprit_ok'] else 'NO'} (suspect "
               f"{verdict['suspect']} on {verdict['suspect_host']})  {ran:.0f} s{stopped}",
               flush=True)
-    for label, mine in (("development", [r for r in rows if r[0].kind not in
-                                         sealed_names | sealed2_names | sealed3_names
-                                         | sealed4_names | sealed5_names
-                                         | sealed6_names]),
-                        ("sealed", [r for r in rows if r[0].kind in sealed_names]),
-                        ("sealed-2", [r for r in rows if r[0].kind in sealed2_names]),
-                        ("sealed-3", [r for r in rows if r[0].kind in sealed3_names]),
-                        ("sealed-4", [r for r in rows if r[0].kind in sealed4_names]),
-                        ("sealed-5", [r for r in rows if r[0].kind in sealed5_names]),
-                        ("sealed-6", [r for r in rows if r[0].kind in sealed6_names])):
+    sealed_kinds = set().union(*names.values())
+    groups = [("development", [r for r in rows if r[0].kind not in sealed_kinds]),
+              *((label, [r for r in rows if r[0].kind in kinds_of])
+                for label, kinds_of in names.items())]
+    for label, mine in groups:
         if not mine:
             continue
         n = len(mine)
